@@ -1,0 +1,37 @@
+"""Atomic file writes: write to a temporary name in the same folder, then rename."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> Path:
+    """Call ``write(fh)`` on a temporary file and rename it to ``path``.
+
+    An interrupted write leaves no partial file behind at ``path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) atomically to ``path``."""
+    return atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))

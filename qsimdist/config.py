@@ -1,0 +1,79 @@
+"""Validated option values shared by every layer: dtypes, memory sizes, bit orders."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .errors import InvalidInputError
+
+DTYPES = ("complex64", "complex128")
+ORDERS = ("qiskit", "natural")
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "t": 10**12,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+
+
+def check_dtype(dtype: str | np.dtype | type) -> str:
+    """Return the canonical dtype name, or raise listing the valid ones."""
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        name = str(dtype)
+    if name not in DTYPES:
+        raise InvalidInputError(f"unknown dtype {str(dtype)!r}; valid: {', '.join(DTYPES)}")
+    return name
+
+
+def check_order(order: str) -> str:
+    """Validate a bitstring order name."""
+    if order not in ORDERS:
+        raise InvalidInputError(f"unknown bitstring order {order!r}; valid: {', '.join(ORDERS)}")
+    return order
+
+
+def parse_memory(value: str | int | float | None) -> int | None:
+    """Parse a memory size such as ``8GiB``, ``500MB`` or ``1e9`` into bytes.
+
+    ``None`` means no limit. Decimal (kB, MB, GB) and binary (KiB, MiB, GiB)
+    units are accepted, case-insensitively.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        nbytes = float(value)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(value))
+        if not m or m.group(2).lower() not in _UNITS:
+            raise InvalidInputError(
+                f"cannot read memory size {value!r}; write a number with an optional unit, "
+                "e.g. 8GiB, 500MB, 2e9 (units: B, kB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+            )
+        nbytes = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if not nbytes > 0:
+        raise InvalidInputError(f"memory size must be positive, got {value!r}")
+    return int(nbytes)
+
+
+def format_bytes(n: float) -> str:
+    """Human-readable binary size, e.g. ``1.50 GiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")

@@ -1,0 +1,167 @@
+"""Single-process executor: runs a Plan with numpy, or cupy on a GPU.
+
+Each step is one ``matmul`` on reshaped views of the operands, writing into
+a buffer taken from a pool of freed buffers (no allocation churn, no runtime
+transpose: the plan's lifetime ordering already put every mode in place).
+Leaves are sliced, summed and permuted once when loaded. Slices are
+accumulated into the output.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ..errors import InvalidInputError, MissingDependencyError
+from ..planner.lifetime import Step
+from ..planner.plan import Plan
+
+BACKENDS = ("numpy", "cupy")
+
+Progress = Callable[[int, int], None]
+
+
+def array_module(backend: str):
+    """The array module for ``backend`` (``numpy`` or ``cupy``)."""
+    if backend == "numpy":
+        return np
+    if backend == "cupy":
+        try:
+            import cupy
+        except ImportError as exc:
+            raise MissingDependencyError(
+                f"backend 'cupy' needs cupy ({exc}); install it with: pip install 'qsimdist[gpu]'"
+            ) from None
+        return cupy
+    raise InvalidInputError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
+
+
+class BufferPool:
+    """Free buffers kept by element count and reused for outputs of the same size."""
+
+    def __init__(self, xp, dtype) -> None:
+        self.xp = xp
+        self.dtype = dtype
+        self.free: dict[int, list] = {}
+
+    def get(self, shape: tuple[int, ...]):
+        size = math.prod(shape)
+        stack = self.free.get(size)
+        buf = stack.pop() if stack else self.xp.empty(size, dtype=self.dtype)
+        return buf.reshape(shape)
+
+    def put(self, arr) -> None:
+        base = arr.base if arr.base is not None else arr
+        if base.ndim == 1 and base.flags.c_contiguous:
+            self.free.setdefault(base.size, []).append(base)
+
+
+def _load_leaf(plan: Plan, k: int, assignment: dict[str, int], xp, dtype):
+    net = plan.network
+    term = net.inputs[k]
+    arr = np.asarray(net.arrays[k])
+    index = tuple(assignment.get(i, slice(None)) for i in term)
+    arr = arr[index]
+    modes = [i for i in term if i not in assignment]
+    if plan.leaf_sum[k]:
+        axes = tuple(modes.index(i) for i in plan.leaf_sum[k])
+        arr = arr.sum(axis=axes)
+        modes = [i for i in modes if i not in plan.leaf_sum[k]]
+    perm = [modes.index(i) for i in plan.leaf_modes[k]]
+    # Always a fresh copy: the buffer pool may later reuse it for outputs.
+    arr = np.array(np.transpose(arr, perm), dtype=dtype, order="C", copy=True)
+    return xp.asarray(arr)
+
+
+def _permuted(t, dims, perm, pool: BufferPool):
+    """``t`` (stored modes of extents ``dims``) permuted by ``perm`` into a pool buffer."""
+    if perm == tuple(range(len(perm))):
+        return t
+    out = pool.get(tuple(dims[i] for i in perm))
+    out[...] = t.reshape(dims).transpose(perm)
+    return out
+
+
+def run_step(step: Step, a, b, xp, pool: BufferPool):
+    """One pairwise contraction as the plan describes it; returns the output buffer."""
+    x, y = (a, b) if step.x == "lhs" else (b, a)
+    if step.kernel == "transpose":
+        xt = _permuted(x, step.x_dims, step.x_perm, pool)
+        yt = _permuted(y, step.y_dims, step.y_perm, pool)
+        nb, m, n = step.tmp_shape
+        tmp = pool.get((nb, m, n))
+        xp.matmul(xt.reshape(nb, m, -1), yt.reshape(nb, n, -1).swapaxes(-1, -2), out=tmp)
+        for t, src in ((xt, x), (yt, y)):
+            if t is not src:
+                pool.put(t)
+        out = pool.get(step.out_view)
+        dims = step.tmp_dims
+        out.reshape(tuple(dims[i] for i in step.out_perm))[...] = tmp.reshape(dims).transpose(
+            step.out_perm
+        )
+        pool.put(tmp)
+        return out
+    xv = x.reshape(step.x_view)
+    yv = y.reshape(step.y_view)
+    if step.expand == "x":
+        full = pool.get(step.out_view[:-2] + step.x_view[-2:])
+        full[...] = xv
+        xv = full
+    elif step.expand == "y":
+        full = pool.get(step.out_view[:-2] + step.y_view[-2:])
+        full[...] = yv
+        yv = full
+    out = pool.get(step.out_view)
+    xp.matmul(xv, yv.swapaxes(-1, -2), out=out)
+    if step.expand:
+        pool.put(full)
+    return out
+
+
+def contract_slice(plan: Plan, assignment: dict[str, int], xp, pool: BufferPool, dtype):
+    """Contract one slice (``assignment`` fixes each sliced index); returns the root tensor."""
+    n = plan.network.num_tensors
+    nodes: dict[int, object] = {}
+    for k in range(n):
+        nodes[k] = _load_leaf(plan, k, assignment, xp, dtype)
+    for step in plan.steps:
+        a, b = nodes.pop(step.lhs), nodes.pop(step.rhs)
+        nodes[step.out] = run_step(step, a, b, xp, pool)
+        pool.put(a)
+        pool.put(b)
+    (root,) = nodes.values()
+    return root
+
+
+def execute(
+    plan: Plan,
+    backend: str = "numpy",
+    progress: Progress | None = None,
+):
+    """Run ``plan``; returns an array (numpy, or cupy for ``backend='cupy'``) in output order.
+
+    ``progress(done, total)`` is called after each slice.
+    """
+    if plan.network.arrays is None:
+        raise InvalidInputError("this plan's network has no arrays; nothing to contract")
+    xp = array_module(backend)
+    dtype = np.dtype(plan.dtype)
+    pool = BufferPool(xp, dtype)
+    out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)
+    result = None
+    ranges = [range(plan.network.size_dict[i]) for i in plan.sliced]
+    total = plan.stats.n_slices
+    for done, values in enumerate(itertools.product(*ranges), start=1):
+        root = contract_slice(plan, dict(zip(plan.sliced, values)), xp, pool, dtype)
+        root = root.reshape(out_shape)
+        if result is None:
+            result = root
+        else:
+            result += root
+            pool.put(root)
+        if progress is not None:
+            progress(done, total)
+    return result

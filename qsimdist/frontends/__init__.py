@@ -1,0 +1,113 @@
+"""Frontends: everything users hand qsimdist, turned into a :class:`GateCircuit` or a Network.
+
+A registry maps file suffixes and object types to readers; unknown inputs
+raise with the list of what is accepted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import CircuitParseError, InvalidInputError
+from ..network import Network, load_network
+from .circuit import (
+    Gate,
+    GateCircuit,
+    amplitude_network,
+    expand_bitstring,
+    open_qubits,
+    parse_bitstring,
+)
+
+
+def _read_qasm(path: Path) -> GateCircuit:
+    from .qasm import read_qasm
+
+    return read_qasm(path)
+
+
+def _read_qsim(path: Path) -> GateCircuit:
+    from .qsim import read_qsim
+
+    return read_qsim(path)
+
+
+#: file suffix -> reader returning a GateCircuit or a Network
+FILE_READERS: dict[str, Callable[[Path], GateCircuit | Network]] = {
+    ".qasm": _read_qasm,
+    ".qasm2": _read_qasm,
+    ".qasm3": _read_qasm,
+    ".qsim": _read_qsim,
+    ".json": load_network,
+}
+
+
+def load(source) -> GateCircuit | Network:
+    """Turn ``source`` into a :class:`GateCircuit` (circuits) or :class:`Network`.
+
+    Accepted: a path to ``.qasm``/``.qasm2``/``.qasm3`` (OpenQASM 2 or 3, from
+    the header), ``.qsim``, or ``.json`` (cotengra-style network, arrays from a
+    sibling ``.npz``); a Qiskit ``QuantumCircuit``; a quimb ``Circuit`` or
+    ``TensorNetwork``; a ``GateCircuit`` or ``Network``.
+    """
+    if isinstance(source, (GateCircuit, Network)):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        reader = FILE_READERS.get(path.suffix.lower())
+        if reader is None:
+            valid = ", ".join(FILE_READERS)
+            raise CircuitParseError(f"cannot tell the format of {path}: suffix must be one of {valid}")
+        if not path.exists():
+            raise CircuitParseError(f"no such file: {path}")
+        if path.is_dir():
+            raise CircuitParseError(f"{path} is a folder, not a circuit file")
+        return reader(path)
+    module = type(source).__module__ or ""
+    if module.startswith("qiskit"):
+        from .qiskit_circuit import from_qiskit
+
+        return from_qiskit(source)
+    if module.startswith("quimb"):
+        import quimb.tensor as qtn
+
+        if isinstance(source, qtn.Circuit):
+            from .quimb_circuit import from_quimb
+
+            return from_quimb(source)
+        if isinstance(source, qtn.TensorNetwork):
+            return network_from_quimb(source)
+    raise InvalidInputError(
+        f"cannot use an object of type {type(source).__name__} as a circuit; valid: a path to "
+        f"{', '.join(FILE_READERS)}, qiskit.QuantumCircuit, quimb Circuit or TensorNetwork, "
+        "qsimdist GateCircuit or Network"
+    )
+
+
+def network_from_quimb(tn, output_inds=None) -> Network:
+    """A quimb ``TensorNetwork`` as a Network (output: its outer indices, sorted)."""
+    import numpy as np
+
+    tensors = list(tn.tensors)
+    output = tuple(output_inds) if output_inds is not None else tuple(sorted(tn.outer_inds()))
+    size_dict = {}
+    for t in tensors:
+        size_dict.update(zip(t.inds, t.shape))
+    return Network(
+        [t.inds for t in tensors], output, size_dict, [np.asarray(t.data) for t in tensors]
+    )
+
+
+__all__ = [
+    "FILE_READERS",
+    "Gate",
+    "GateCircuit",
+    "amplitude_network",
+    "expand_bitstring",
+    "load",
+    "network_from_quimb",
+    "open_qubits",
+    "parse_bitstring",
+]

@@ -1,0 +1,157 @@
+"""A frontend-neutral gate list and its conversion to an amplitude network.
+
+Every circuit frontend (Qiskit, OpenQASM, .qsim, quimb) produces a
+:class:`GateCircuit`; :func:`amplitude_network` turns one into the network
+whose contraction is ``<b|U|0...0>``, with ``*`` characters left open.
+
+Matrix convention: a gate acting on ``qubits = (q0, q1, ...)`` has its matrix
+indexed big-endian over that tuple (``q0`` is the most significant bit), the
+convention of qsim and quimb. Qiskit's little-endian matrices are converted
+by reversing their qubit tuple.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config import check_order
+from ..errors import BitstringError, InvalidInputError
+from ..network import Network
+
+
+@dataclass
+class Gate:
+    """One unitary: a ``2^k x 2^k`` matrix on ``k`` distinct qubits."""
+
+    matrix: np.ndarray
+    qubits: tuple[int, ...]
+    name: str = "unitary"
+
+
+@dataclass
+class GateCircuit:
+    """A circuit as a list of unitaries plus a global phase (radians)."""
+
+    n_qubits: int
+    gates: list[Gate] = field(default_factory=list)
+    global_phase: float = 0.0
+    name: str = "circuit"
+
+    def append(self, matrix: np.ndarray, qubits: Sequence[int], name: str = "unitary") -> None:
+        qubits = tuple(int(q) for q in qubits)
+        k = len(qubits)
+        matrix = np.asarray(matrix, dtype=complex)
+        if matrix.shape != (2**k, 2**k):
+            raise InvalidInputError(
+                f"gate {name!r} on {k} qubits needs a {2**k}x{2**k} matrix, got {matrix.shape}"
+            )
+        if len(set(qubits)) != k or not all(0 <= q < self.n_qubits for q in qubits):
+            raise InvalidInputError(
+                f"gate {name!r} acts on qubits {qubits}; they must be distinct and in "
+                f"0..{self.n_qubits - 1}"
+            )
+        self.gates.append(Gate(matrix, qubits, name))
+
+    @property
+    def depth(self) -> int:
+        level = [0] * self.n_qubits
+        for g in self.gates:
+            d = max(level[q] for q in g.qubits) + 1
+            for q in g.qubits:
+                level[q] = d
+        return max(level, default=0)
+
+
+def parse_bitstring(bitstring: str, n_qubits: int, order: str = "qiskit") -> list[str]:
+    """Validate ``bitstring`` and return one character per qubit, qubit 0 first.
+
+    In ``qiskit`` order the rightmost character is qubit 0; in ``natural``
+    order character i is qubit i. ``*`` leaves a qubit open.
+    """
+    check_order(order)
+    if not isinstance(bitstring, str):
+        raise BitstringError(f"bitstring must be a string of 0, 1 and *, got {bitstring!r}")
+    if len(bitstring) != n_qubits:
+        raise BitstringError(
+            f"bitstring {bitstring!r} has {len(bitstring)} characters; the circuit has "
+            f"{n_qubits} qubits"
+        )
+    bad = sorted(set(bitstring) - set("01*"))
+    if bad:
+        raise BitstringError(
+            f"bitstring {bitstring!r} has invalid characters {''.join(bad)!r}; valid: 0, 1, *"
+        )
+    return list(reversed(bitstring)) if order == "qiskit" else list(bitstring)
+
+
+def open_qubits(bitstring: str, order: str = "qiskit") -> list[int]:
+    """Qubits left open by ``*``, in the order their characters appear in ``bitstring``.
+
+    This is the axis order of the batched result: the leftmost ``*`` is the
+    most significant bit of the flattened output.
+    """
+    n = len(bitstring)
+    positions = [k for k, c in enumerate(bitstring) if c == "*"]
+    return [n - 1 - k for k in positions] if order == "qiskit" else positions
+
+
+def expand_bitstring(bitstring: str) -> list[str]:
+    """All bitstrings a starred pattern stands for, in the batched result's order."""
+    stars = [k for k, c in enumerate(bitstring) if c == "*"]
+    out = []
+    for j in range(2 ** len(stars)):
+        chars = list(bitstring)
+        for pos, k in enumerate(stars):
+            chars[k] = "1" if (j >> (len(stars) - 1 - pos)) & 1 else "0"
+        out.append("".join(chars))
+    return out
+
+
+def amplitude_network(circuit: GateCircuit, bitstring: str, order: str = "qiskit") -> Network:
+    """The network for ``<bitstring| U |0...0>``; ``*`` qubits become output indices.
+
+    The global phase is folded into the first tensor, so contracting the
+    network gives the amplitude exactly. The output indices follow
+    :func:`open_qubits`.
+    """
+    n = circuit.n_qubits
+    per_qubit = parse_bitstring(bitstring, n, order)
+    inputs: list[tuple[str, ...]] = []
+    arrays: list[np.ndarray] = []
+    size_dict: dict[str, int] = {}
+    wire = [f"q{q}.0" for q in range(n)]
+    layer = [0] * n
+    ket0 = np.array([1.0, 0.0], dtype=complex)
+    for q in range(n):
+        inputs.append((wire[q],))
+        arrays.append(ket0.copy())
+        size_dict[wire[q]] = 2
+    for g in circuit.gates:
+        k = len(g.qubits)
+        outs = []
+        for q in g.qubits:
+            layer[q] += 1
+            outs.append(f"q{q}.{layer[q]}")
+            size_dict[outs[-1]] = 2
+        inputs.append((*outs, *(wire[q] for q in g.qubits)))
+        arrays.append(g.matrix.reshape((2,) * (2 * k)))
+        for q, o in zip(g.qubits, outs):
+            wire[q] = o
+    bra = {"0": np.array([1.0, 0.0], dtype=complex), "1": np.array([0.0, 1.0], dtype=complex)}
+    for q in range(n):
+        if per_qubit[q] != "*":
+            inputs.append((wire[q],))
+            arrays.append(bra[per_qubit[q]].copy())
+    output = tuple(wire[q] for q in open_qubits(bitstring, order))
+    if circuit.global_phase:
+        arrays[0] = arrays[0] * np.exp(1j * circuit.global_phase)
+    return Network(
+        inputs,
+        output,
+        size_dict,
+        arrays,
+        meta={"n_qubits": n, "bitstring": bitstring, "order": order, "name": circuit.name},
+    )

@@ -1,0 +1,78 @@
+"""Qiskit ``QuantumCircuit`` -> :class:`GateCircuit`.
+
+Every unitary instruction is taken through its matrix, so custom gates and
+parametrised gates with bound parameters work. Barriers and delays are
+skipped, and final measurements are ignored (amplitudes are taken before
+them). Anything else that is not a unitary raises
+:class:`UnsupportedInstructionError` naming the instruction and its position.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UnsupportedInstructionError
+from .circuit import GateCircuit
+
+_SKIPPED = {"barrier", "delay"}
+
+
+def from_qiskit(qc) -> GateCircuit:  # qc: qiskit.QuantumCircuit
+    """Convert a Qiskit circuit; the result's qubit q is ``qc.qubits[q]``."""
+    from qiskit.circuit import ControlFlowOp, Gate, ParameterExpression
+    from qiskit.quantum_info import Operator
+
+    if qc.parameters:
+        names = ", ".join(sorted(p.name for p in qc.parameters))
+        raise UnsupportedInstructionError(
+            f"circuit {qc.name!r} has unbound parameters ({names}); bind them with "
+            "assign_parameters() first"
+        )
+    phase = qc.global_phase
+    if isinstance(phase, ParameterExpression):
+        phase = float(phase)
+    gc = GateCircuit(qc.num_qubits, global_phase=float(phase), name=qc.name)
+    measured: set[int] = set()
+    for pos, inst in enumerate(qc.data):
+        op = inst.operation
+        qubits = [qc.find_bit(q).index for q in inst.qubits]
+        where = f"{op.name!r} at position {pos} on qubits {qubits}"
+        if op.name in _SKIPPED:
+            continue
+        if op.name == "measure":
+            measured.update(qubits)
+            continue
+        if isinstance(op, ControlFlowOp) or getattr(op, "condition", None) is not None:
+            raise UnsupportedInstructionError(
+                f"classically controlled instruction {where}: amplitudes need a unitary circuit"
+            )
+        if measured.intersection(qubits):
+            raise UnsupportedInstructionError(
+                f"instruction {where} follows a measurement of the same qubit (mid-circuit "
+                "measurement); only final measurements are allowed"
+            )
+        if inst.clbits:
+            raise UnsupportedInstructionError(
+                f"instruction {where} writes classical bits; only unitary gates and final "
+                "measurements are allowed"
+            )
+        if not isinstance(op, Gate) and op.name not in ("unitary",):
+            raise UnsupportedInstructionError(
+                f"non-unitary instruction {where}; supported: unitary gates, barrier, delay, "
+                "final measure"
+            )
+        try:
+            matrix = op.to_matrix() if hasattr(op, "to_matrix") else None
+        except Exception:  # noqa: BLE001 - some gates only define a decomposition
+            matrix = None
+        if matrix is None:
+            try:
+                matrix = Operator(op).data
+            except Exception as exc:  # noqa: BLE001
+                raise UnsupportedInstructionError(
+                    f"instruction {where} has no matrix ({exc})"
+                ) from None
+        matrix = np.asarray(matrix, dtype=complex)
+        # Qiskit's matrices are little-endian in qargs: reverse to big-endian.
+        gc.append(matrix, tuple(reversed(qubits)), op.name)
+    return gc

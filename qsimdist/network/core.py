@@ -1,0 +1,157 @@
+"""The :class:`Network` IR shared by every frontend, the planner and the executors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InvalidInputError
+
+Index = str
+
+
+@dataclass
+class Network:
+    """A tensor network in cotengra's form.
+
+    Attributes:
+        inputs: one tuple of index names per tensor.
+        output: the open indices, in the order of the result's axes.
+        size_dict: extent of every index.
+        arrays: one array per tensor (shape matching its indices), or ``None``
+            for a structure-only network (e.g. a cotengra benchmark file).
+
+    An index on three or more tensors (a hyper-index) is allowed everywhere.
+    """
+
+    inputs: tuple[tuple[Index, ...], ...]
+    output: tuple[Index, ...]
+    size_dict: dict[Index, int]
+    arrays: list[np.ndarray] | None = None
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.inputs = tuple(tuple(str(i) for i in term) for term in self.inputs)
+        self.output = tuple(str(i) for i in self.output)
+        self.size_dict = {str(k): int(v) for k, v in self.size_dict.items()}
+        self.validate()
+
+    # ------------------------------------------------------------------ checks
+    def validate(self) -> None:
+        """Raise :class:`InvalidInputError` naming the first inconsistency found."""
+        seen = Counter(i for term in self.inputs for i in term)
+        for k, term in enumerate(self.inputs):
+            for i in term:
+                if i not in self.size_dict:
+                    raise InvalidInputError(f"index {i!r} of tensor {k} has no entry in size_dict")
+            if len(set(term)) != len(term):
+                raise InvalidInputError(
+                    f"tensor {k} repeats an index {term}; take the trace or diagonal first"
+                )
+        for i in self.output:
+            if i not in seen:
+                raise InvalidInputError(f"output index {i!r} appears on no tensor")
+        if len(set(self.output)) != len(self.output):
+            raise InvalidInputError(f"output repeats an index: {self.output}")
+        for i, d in self.size_dict.items():
+            if d < 1:
+                raise InvalidInputError(f"index {i!r} has extent {d}; extents must be >= 1")
+        if self.arrays is not None:
+            if len(self.arrays) != len(self.inputs):
+                raise InvalidInputError(
+                    f"{len(self.arrays)} arrays given for {len(self.inputs)} tensors"
+                )
+            for k, (term, arr) in enumerate(zip(self.inputs, self.arrays)):
+                want = tuple(self.size_dict[i] for i in term)
+                if tuple(arr.shape) != want:
+                    raise InvalidInputError(
+                        f"array {k} has shape {tuple(arr.shape)} but its indices {term} "
+                        f"need {want}"
+                    )
+
+    # -------------------------------------------------------------- properties
+    @property
+    def num_tensors(self) -> int:
+        return len(self.inputs)
+
+    @property
+    def shapes(self) -> list[tuple[int, ...]]:
+        return [tuple(self.size_dict[i] for i in term) for term in self.inputs]
+
+    def hyper_indices(self) -> set[Index]:
+        """Indices that appear on three or more tensors (or on two and the output)."""
+        count = Counter(i for term in self.inputs for i in term)
+        for i in self.output:
+            count[i] += 1
+        return {i for i, c in count.items() if c > 2}
+
+    def canonical(self) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...], tuple[int, ...]]:
+        """The structure with indices renamed 0, 1, ... by first appearance.
+
+        Two networks that differ only in index names (and array values) have
+        the same canonical form; it keys the path cache.
+        """
+        names: dict[Index, int] = {}
+        for term in self.inputs:
+            for i in term:
+                names.setdefault(i, len(names))
+        for i in self.output:
+            names.setdefault(i, len(names))
+        inputs = tuple(tuple(names[i] for i in term) for term in self.inputs)
+        output = tuple(names[i] for i in self.output)
+        sizes = tuple(self.size_dict[i] for i in sorted(names, key=names.__getitem__))
+        return inputs, output, sizes
+
+    def structure_hash(self) -> str:
+        """SHA-256 of :meth:`canonical`, hex."""
+        blob = json.dumps(self.canonical(), separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+    def with_random_arrays(self, seed: int = 0, dtype: str = "complex128") -> Network:
+        """A copy with seeded Gaussian arrays (for structure-only benchmark networks)."""
+        rng = np.random.default_rng(seed)
+        arrays = []
+        for shape in self.shapes:
+            a = rng.standard_normal(shape)
+            if np.dtype(dtype).kind == "c":
+                a = a + 1j * rng.standard_normal(shape)
+            arrays.append(a.astype(dtype))
+        return Network(self.inputs, self.output, dict(self.size_dict), arrays, dict(self.meta))
+
+    def einsum_equation(self) -> str:
+        """The network as an einsum string (single-letter symbols via cotengra)."""
+        from cotengra import get_symbol
+
+        names: dict[Index, str] = {}
+        for term in (*self.inputs, self.output):
+            for i in term:
+                names.setdefault(i, get_symbol(len(names)))
+        lhs = ",".join("".join(names[i] for i in term) for term in self.inputs)
+        return lhs + "->" + "".join(names[i] for i in self.output)
+
+    def contract_reference(self, dtype: str = "complex128") -> np.ndarray:
+        """Contract with cotengra's own contractor (a reference for tests)."""
+        import cotengra as ctg
+
+        if self.arrays is None:
+            raise InvalidInputError("this network has no arrays to contract")
+        arrays = [np.asarray(a, dtype=dtype) for a in self.arrays]
+        return ctg.array_contract(
+            arrays, self.inputs, self.output, size_dict=self.size_dict, optimize="greedy"
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Network(tensors={self.num_tensors}, indices={len(self.size_dict)}, "
+            f"output={len(self.output)}, hyper={len(self.hyper_indices())})"
+        )
+
+
+def relabel(terms: Sequence[Sequence[Index]], mapping: dict[Index, Index]) -> list[tuple]:
+    """Rename indices in every term through ``mapping`` (names absent are kept)."""
+    return [tuple(mapping.get(i, i) for i in term) for term in terms]

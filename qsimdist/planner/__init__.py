@@ -1,0 +1,1 @@
+"""Planning: path (cotengra), lifetime mode ordering, and the versioned Plan."""

@@ -1,0 +1,188 @@
+"""Contraction paths from cotengra's hyper-optimiser, cached by network structure.
+
+The cache key is the network's canonical structure (indices renamed by first
+appearance) plus the search options, so a structurally identical query —
+the same circuit with another bitstring, say — skips the search. Paths are
+kept in memory and on disk (``$QSIMDIST_CACHE_DIR``, default
+``~/.cache/qsimdist/paths``) as JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .._fileio import atomic_write_text
+from ..errors import InvalidInputError
+from ..network import Network
+
+_MEMORY_CACHE: dict[str, dict] = {}
+
+
+@dataclass(frozen=True)
+class PathOptions:
+    """How hard to search for a contraction path.
+
+    Attributes:
+        max_repeats: trials of the hyper-optimiser (``None``: by network size,
+            8 up to 100 tensors, 32 above).
+        max_time: wall-clock budget in seconds (``None``: trials only).
+        methods: cotengra path methods (``None``: cotengra's default, greedy + kahypar).
+        minimize: cotengra objective (``flops``, ``size``, ``write``, ``combo``).
+        parallel: let cotengra use a process pool.
+        cache: read and write the structure-keyed path cache.
+    """
+
+    max_repeats: int | None = None
+    max_time: float | None = None
+    methods: tuple[str, ...] | None = None
+    minimize: str = "flops"
+    parallel: bool = False
+    cache: bool = True
+    reconfigure: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_repeats is not None and self.max_repeats < 1:
+            raise InvalidInputError(f"max_repeats must be >= 1, got {self.max_repeats}")
+        if self.max_time is not None and self.max_time <= 0:
+            raise InvalidInputError(f"max_time must be positive seconds, got {self.max_time}")
+        valid = ("flops", "size", "write", "combo", "limit")
+        if self.minimize.split("-")[0] not in valid:
+            raise InvalidInputError(f"unknown objective {self.minimize!r}; valid: {', '.join(valid)}")
+
+    def key(self) -> dict:
+        d = asdict(self)
+        d.pop("cache")
+        d.pop("parallel")
+        return d
+
+
+@dataclass
+class PathResult:
+    """An SSA path (cotengra convention) and the indices to slice."""
+
+    ssa_path: list[tuple[int, int]]
+    sliced: list[str] = field(default_factory=list)
+    from_cache: bool = False
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("QSIMDIST_CACHE_DIR", Path.home() / ".cache" / "qsimdist")) / "paths"
+
+
+def _symbolic(net: Network):
+    """The network with indices as single-character symbols (what every cotengra optimiser takes)."""
+    from cotengra import get_symbol
+
+    inputs, output, sizes = net.canonical()
+    sym = [get_symbol(i) for i in range(len(sizes))]
+    return (
+        [tuple(sym[i] for i in t) for t in inputs],
+        tuple(sym[i] for i in output),
+        {sym[i]: s for i, s in enumerate(sizes)},
+        sym,
+    )
+
+
+def _names_by_canonical(net: Network) -> list[str]:
+    names: dict[str, int] = {}
+    for term in (*net.inputs, net.output):
+        for i in term:
+            names.setdefault(i, len(names))
+    return sorted(names, key=names.__getitem__)
+
+
+def find_path(
+    net: Network,
+    options: PathOptions | None = None,
+    target_size: int | None = None,
+    progbar: bool = False,
+) -> PathResult:
+    """Search (or recall) a path for ``net``; slice so no intermediate exceeds ``target_size`` elements."""
+    import cotengra as ctg
+
+    options = options or PathOptions()
+    names = _names_by_canonical(net)
+    key_blob = json.dumps(
+        [net.canonical(), options.key(), target_size], separators=(",", ":"), default=list
+    )
+    key = hashlib.sha256(key_blob.encode()).hexdigest()
+    cached = _MEMORY_CACHE.get(key) if options.cache else None
+    cfile = cache_dir() / f"{key}.json"
+    if cached is None and options.cache and cfile.exists():
+        try:
+            cached = json.loads(cfile.read_text())
+            _MEMORY_CACHE[key] = cached
+        except (OSError, json.JSONDecodeError):
+            cached = None  # a damaged cache entry is simply searched again
+    if cached is not None:
+        return PathResult(
+            [tuple(p) for p in cached["ssa_path"]],
+            [names[i] for i in cached["sliced"]],
+            from_cache=True,
+        )
+
+    inputs, output, size_dict, sym = _symbolic(net)
+    n = len(inputs)
+    if n == 1:
+        ssa_path: list[tuple[int, int]] = []
+        sliced_sym: list[str] = []
+    else:
+        if n <= 12:
+            tree = ctg.ContractionTree.from_path(
+                inputs, output, size_dict, path=ctg.array_contract_path(
+                    inputs, output, size_dict=size_dict, optimize="optimal"
+                )
+            )
+        else:
+            repeats = options.max_repeats or (8 if n <= 100 else 32)
+            kwargs = dict(
+                max_repeats=repeats,
+                max_time=options.max_time,
+                minimize=options.minimize,
+                parallel=options.parallel,
+                progbar=progbar,
+                on_trial_error="ignore",
+            )
+            if options.methods:
+                kwargs["methods"] = list(options.methods)
+            if not options.reconfigure:
+                kwargs["reconf_opts"] = None
+            if target_size is not None:
+                kwargs["slicing_reconf_opts"] = {"target_size": target_size, "allow_outer": False}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                opt = ctg.HyperOptimizer(**kwargs)
+                tree = opt.search(inputs, output, size_dict)
+        if target_size is not None and tree.max_size() > target_size:
+            tree = tree.slice(target_size=target_size, allow_outer=False)
+        ssa_path = [tuple(int(x) for x in p) for p in tree.get_ssa_path()]
+        sliced_sym = list(tree.sliced_inds)
+    sym_index = {s: i for i, s in enumerate(sym)}
+    entry = {"ssa_path": ssa_path, "sliced": [sym_index[s] for s in sliced_sym]}
+    if options.cache:
+        _MEMORY_CACHE[key] = entry
+        try:
+            atomic_write_text(cfile, json.dumps(entry))
+        except OSError:
+            pass  # an unwritable cache folder only costs a repeated search
+    return PathResult(ssa_path, [names[i] for i in entry["sliced"]])
+
+
+def slice_path(net: Network, ssa_path, target_size: int) -> list[str]:
+    """Indices to slice along a fixed path so no intermediate exceeds ``target_size`` elements."""
+    import cotengra as ctg
+
+    inputs, output, size_dict, sym = _symbolic(net)
+    if len(inputs) == 1:
+        return []
+    tree = ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=ssa_path)
+    if tree.max_size() > target_size:
+        tree = tree.slice(target_size=target_size, allow_outer=False)
+    names = _names_by_canonical(net)
+    sym_index = {s: i for i, s in enumerate(sym)}
+    return [names[sym_index[s]] for s in tree.sliced_inds]

@@ -1,0 +1,280 @@
+"""The versioned, JSON-serialisable :class:`Plan` and :func:`make_plan`.
+
+A Plan is plain data: the (simplified) network with its arrays, the SSA path
+in cotengra's convention, the sliced indices, and per step the operand and
+output mode orders, GEMM sizes, FLOPs, bytes and live memory. It is written
+by ``qsimdist plan`` and read back by ``qsimdist run``; files from elsewhere
+are validated field by field before anything runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .._fileio import atomic_write_text
+from ..config import check_dtype, format_bytes
+from ..errors import InvalidInputError, PlanError, PlanFormatError
+from ..network import Network
+from .lifetime import Layouts, Step, lifetime_order
+from .path import PathOptions, find_path, slice_path
+
+SCHEMA = "qsimdist.plan"
+VERSION = 1
+
+
+@dataclass
+class PlanStats:
+    """Totals over the whole contraction (all slices)."""
+
+    flops: float
+    peak_bytes: int
+    transposed_bytes: int
+    n_slices: int
+    log10_cost: float  # cotengra's convention: multiply-adds over all slices
+    max_intermediate: int  # elements of the largest intermediate, per slice
+    n_steps: int
+    kernel_counts: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Plan:
+    """An executable contraction plan. See the module docstring."""
+
+    network: Network
+    path: list[tuple[int, int]]
+    sliced: list[str]
+    dtype: str
+    leaf_modes: list[tuple[str, ...]]
+    leaf_sum: list[tuple[str, ...]]
+    steps: list[Step]
+    stats: PlanStats
+    meta: dict = field(default_factory=dict)
+
+    # ----------------------------------------------------------------- run
+    def execute(self, backend: str = "numpy", progress=None) -> np.ndarray:
+        """Contract; the result's axes follow ``network.output``."""
+        from ..executors.local import execute
+
+        return execute(self, backend=backend, progress=progress)
+
+    @property
+    def sliced_sizes(self) -> list[int]:
+        return [self.network.size_dict[i] for i in self.sliced]
+
+    def summary(self) -> str:
+        s = self.stats
+        kinds = ", ".join(f"{v} {k}" for k, v in sorted(s.kernel_counts.items()))
+        return (
+            f"tensors {self.network.num_tensors}, steps {s.n_steps} ({kinds}), "
+            f"log10 cost {s.log10_cost:.2f}, flops {s.flops:.3e}, slices {s.n_slices}, "
+            f"largest intermediate 2^{math.log2(max(s.max_intermediate, 1)):.1f} elements, "
+            f"peak memory {format_bytes(s.peak_bytes)}, transposed {format_bytes(s.transposed_bytes)}"
+        )
+
+    # ------------------------------------------------------------------ io
+    def to_dict(self, include_arrays: bool = True) -> dict:
+        net = self.network
+        d = {
+            "schema": SCHEMA,
+            "version": VERSION,
+            "dtype": self.dtype,
+            "network": {
+                "inputs": [list(t) for t in net.inputs],
+                "output": list(net.output),
+                "size_dict": dict(net.size_dict),
+            },
+            "path": [list(p) for p in self.path],
+            "sliced": list(self.sliced),
+            "leaf_modes": [list(m) for m in self.leaf_modes],
+            "leaf_sum": [list(m) for m in self.leaf_sum],
+            "steps": [s.to_dict() for s in self.steps],
+            "stats": self.stats.to_dict(),
+            "meta": self.meta,
+        }
+        if include_arrays and net.arrays is not None:
+            d["network"]["arrays"] = [_encode_array(a) for a in net.arrays]
+        return d
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the plan as JSON, atomically (a temporary file renamed into place)."""
+        return atomic_write_text(path, json.dumps(self.to_dict()))
+
+    @classmethod
+    def from_dict(cls, d: object, source: str = "plan") -> Plan:
+        return _plan_from_dict(d, source)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Plan:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise PlanFormatError(f"no such plan file: {path}") from None
+        except IsADirectoryError:
+            raise PlanFormatError(f"{path} is a folder, not a plan file") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise PlanFormatError(f"{path}: not valid JSON ({exc})") from None
+        return _plan_from_dict(data, str(path))
+
+
+def _encode_array(a: np.ndarray) -> dict:
+    a = np.ascontiguousarray(a)
+    return {
+        "dtype": a.dtype.str,
+        "shape": list(a.shape),
+        "data": base64.b64encode(a.tobytes()).decode("ascii"),
+    }
+
+
+def _decode_array(d: dict, where: str) -> np.ndarray:
+    try:
+        dtype = np.dtype(d["dtype"])
+        if dtype.kind not in "fc" or dtype.hasobject:
+            raise ValueError(f"dtype {dtype} is not a real or complex float")
+        shape = tuple(int(x) for x in d["shape"])
+        raw = base64.b64decode(d["data"], validate=True)
+        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PlanFormatError(f"{where}: bad array ({exc})") from None
+
+
+def _plan_from_dict(d: object, source: str) -> Plan:
+    if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+        raise PlanFormatError(f"{source}: not a qsimdist plan (field 'schema' must be {SCHEMA!r})")
+    version = d.get("version")
+    if version != VERSION:
+        raise PlanFormatError(
+            f"{source}: plan version {version!r} is not supported by this qsimdist "
+            f"(reads version {VERSION}); make the plan again with 'qsimdist plan'"
+        )
+    try:
+        nd = d["network"]
+        arrays = nd.get("arrays")
+        if arrays is not None:
+            arrays = [_decode_array(a, f"{source}: network.arrays[{k}]") for k, a in enumerate(arrays)]
+        net = Network(nd["inputs"], nd["output"], nd["size_dict"], arrays)
+        dtype = check_dtype(d["dtype"])
+        path = [tuple(int(x) for x in p) for p in d["path"]]
+        sliced = [str(i) for i in d["sliced"]]
+        for i in sliced:
+            if i not in net.size_dict:
+                raise PlanFormatError(f"{source}: sliced index {i!r} is not in the network")
+    except PlanFormatError:
+        raise
+    except InvalidInputError as exc:
+        raise PlanFormatError(f"{source}: field 'network': {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise PlanFormatError(f"{source}: missing or malformed field ({exc!r})") from None
+    # Re-derive layouts and steps from the path rather than trusting them, then
+    # check that the file agrees (a tampered or stale file is refused).
+    plan = build_plan(net, path, sliced, dtype, meta=d.get("meta") or {})
+    stored = d.get("steps")
+    if not isinstance(stored, list) or len(stored) != len(plan.steps):
+        raise PlanFormatError(f"{source}: field 'steps' does not match the path")
+    for k, (s, st) in enumerate(zip(stored, plan.steps)):
+        if not isinstance(s, dict) or list(s.get("out_modes", [])) != list(st.out_modes):
+            raise PlanFormatError(f"{source}: steps[{k}].out_modes does not match the path")
+    return plan
+
+
+def build_plan(
+    net: Network,
+    ssa_path,
+    sliced=(),
+    dtype: str = "complex64",
+    meta: dict | None = None,
+) -> Plan:
+    """Make a Plan for ``net`` along a given SSA path (no search)."""
+    dtype = check_dtype(dtype)
+    n = net.num_tensors
+    for k, pair in enumerate(ssa_path):
+        if len(pair) != 2 or not all(0 <= x < n + k for x in pair) or pair[0] == pair[1]:
+            raise PlanFormatError(
+                f"path step {k} is {tuple(pair)}; an SSA step names two distinct earlier nodes "
+                f"(0..{n + k - 1})"
+            )
+    used = [x for p in ssa_path for x in p]
+    if len(used) != len(set(used)):
+        raise PlanFormatError("path uses some node twice; every node is contracted once")
+    itemsize = np.dtype(dtype).itemsize
+    lay: Layouts = lifetime_order(net.inputs, net.output, net.size_dict, ssa_path, sliced, itemsize)
+    n_slices = math.prod(net.size_dict[i] for i in sliced)
+    sizes = [math.prod(net.size_dict[i] for i in m) for m in lay.leaf_modes]
+    sizes += [math.prod(s.out_view) for s in lay.steps]
+    counts: dict[str, int] = {}
+    for s in lay.steps:
+        counts[s.kernel] = counts.get(s.kernel, 0) + 1
+    cost = sum(s.flops / 8 for s in lay.steps) * n_slices
+    stats = PlanStats(
+        flops=lay.flops * n_slices,
+        peak_bytes=lay.peak_bytes,
+        transposed_bytes=lay.transposed_bytes * n_slices,
+        n_slices=n_slices,
+        log10_cost=math.log10(max(cost, 1.0)),
+        max_intermediate=max(sizes),
+        n_steps=len(lay.steps),
+        kernel_counts=counts,
+    )
+    return Plan(
+        network=net,
+        path=[tuple(p) for p in ssa_path],
+        sliced=list(sliced),
+        dtype=dtype,
+        leaf_modes=lay.leaf_modes,
+        leaf_sum=lay.leaf_sum,
+        steps=lay.steps,
+        stats=stats,
+        meta=dict(meta or net.meta),
+    )
+
+
+def make_plan(
+    net: Network,
+    *,
+    dtype: str = "complex64",
+    memory_limit: int | None = None,
+    path_options: PathOptions | None = None,
+    progbar: bool = False,
+) -> Plan:
+    """Search a path for ``net`` and make a Plan whose peak memory fits ``memory_limit`` bytes."""
+    dtype = check_dtype(dtype)
+    itemsize = np.dtype(dtype).itemsize
+    if memory_limit is None:
+        res = find_path(net, path_options, None, progbar)
+        return build_plan(net, res.ssa_path, res.sliced, dtype)
+    leaf_bytes = sum(math.prod(s) for s in net.shapes) * itemsize
+    out_bytes = math.prod(net.size_dict[i] for i in net.output) * itemsize
+    floor = max(leaf_bytes, out_bytes)
+    if memory_limit < floor:
+        raise PlanError(
+            f"memory limit {format_bytes(memory_limit)} is too small: the input tensors and the "
+            f"output alone need {format_bytes(floor)}"
+        )
+    # Target the largest intermediate at a third of the budget (an operand, its
+    # partner and the output can be live together); tighten along the same
+    # path until the peak fits.
+    target = max(1, memory_limit // (3 * itemsize))
+    res = find_path(net, path_options, target, progbar)
+    sliced = res.sliced
+    while True:
+        plan = build_plan(net, res.ssa_path, sliced, dtype)
+        if plan.stats.peak_bytes <= memory_limit:
+            return plan
+        if target <= 1 or len(sliced) >= len(net.size_dict):
+            break
+        target //= 2
+        sliced = slice_path(net, res.ssa_path, target)
+    raise PlanError(
+        f"memory limit {format_bytes(memory_limit)} is too small: the best sliced plan found "
+        f"still peaks at {format_bytes(plan.stats.peak_bytes)}"
+    )
