@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .._fileio import atomic_write_text
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, PlanError
 from ..network import Network
 
 _MEMORY_CACHE: dict[str, dict] = {}
@@ -68,6 +68,16 @@ class PathResult:
     ssa_path: list[tuple[int, int]]
     sliced: list[str] = field(default_factory=list)
     from_cache: bool = False
+
+
+def _slice(tree, target_size: int):
+    """Slice ``tree`` (never output indices) until no intermediate exceeds ``target_size``."""
+    try:
+        return tree.slice(target_size=target_size, allow_outer=False)
+    except RuntimeError as exc:  # cotengra: "Ran out of valid indices to slice."
+        raise PlanError(
+            f"cannot slice this network below {target_size} elements per intermediate ({exc})"
+        ) from None
 
 
 def cache_dir() -> Path:
@@ -159,7 +169,7 @@ def find_path(
                 opt = ctg.HyperOptimizer(**kwargs)
                 tree = opt.search(inputs, output, size_dict)
         if target_size is not None and tree.max_size() > target_size:
-            tree = tree.slice(target_size=target_size, allow_outer=False)
+            tree = _slice(tree, target_size)
         ssa_path = [tuple(int(x) for x in p) for p in tree.get_ssa_path()]
         sliced_sym = list(tree.sliced_inds)
     sym_index = {s: i for i, s in enumerate(sym)}
@@ -182,7 +192,7 @@ def slice_path(net: Network, ssa_path, target_size: int) -> list[str]:
         return []
     tree = ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=ssa_path)
     if tree.max_size() > target_size:
-        tree = tree.slice(target_size=target_size, allow_outer=False)
+        tree = _slice(tree, target_size)
     names = _names_by_canonical(net)
     sym_index = {s: i for i, s in enumerate(sym)}
     return [names[sym_index[s]] for s in tree.sliced_inds]

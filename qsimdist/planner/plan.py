@@ -252,19 +252,20 @@ def make_plan(
     if memory_limit is None:
         res = find_path(net, path_options, None, progbar)
         return build_plan(net, res.ssa_path, res.sliced, dtype)
-    leaf_bytes = sum(math.prod(s) for s in net.shapes) * itemsize
     out_bytes = math.prod(net.size_dict[i] for i in net.output) * itemsize
-    floor = max(leaf_bytes, out_bytes)
-    if memory_limit < floor:
+    if memory_limit < out_bytes:
         raise PlanError(
-            f"memory limit {format_bytes(memory_limit)} is too small: the input tensors and the "
-            f"output alone need {format_bytes(floor)}"
+            f"memory limit {format_bytes(memory_limit)} is too small: the output alone needs "
+            f"{format_bytes(out_bytes)} (output indices are never sliced)"
         )
     # Target the largest intermediate at a third of the budget (an operand, its
     # partner and the output can be live together); tighten along the same
     # path until the peak fits.
     target = max(1, memory_limit // (3 * itemsize))
-    res = find_path(net, path_options, target, progbar)
+    try:
+        res = find_path(net, path_options, target, progbar)
+    except PlanError as exc:
+        raise PlanError(f"memory limit {format_bytes(memory_limit)} is too small: {exc}") from None
     sliced = res.sliced
     while True:
         plan = build_plan(net, res.ssa_path, sliced, dtype)
@@ -273,7 +274,10 @@ def make_plan(
         if target <= 1 or len(sliced) >= len(net.size_dict):
             break
         target //= 2
-        sliced = slice_path(net, res.ssa_path, target)
+        try:
+            sliced = slice_path(net, res.ssa_path, target)
+        except PlanError:
+            break
     raise PlanError(
         f"memory limit {format_bytes(memory_limit)} is too small: the best sliced plan found "
         f"still peaks at {format_bytes(plan.stats.peak_bytes)}"
