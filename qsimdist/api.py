@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import check_dtype, check_order, parse_memory
+from .config import check_dtype, check_order, default_memory_limit, parse_memory
 from .errors import BitstringError, InvalidInputError
 from .frontends import GateCircuit, amplitude_network, expand_bitstring, load, parse_bitstring
 from .network import Network
@@ -48,6 +48,13 @@ def covering_pattern(bitstrings: Sequence[str]) -> str:
         "*" if any(b[k] != first[k] for b in bitstrings) else first[k] for k in range(len(first))
     ]
     return "".join(chars)
+
+
+def _memory_limit(value) -> int | None:
+    """An explicit limit, or the machine's default (``"none"`` means unlimited)."""
+    if isinstance(value, str) and value.strip().lower() in ("none", "unlimited"):
+        return None
+    return parse_memory(value) if value is not None else default_memory_limit()
 
 
 def _path_options(path_options, max_time, max_repeats) -> PathOptions:
@@ -94,7 +101,7 @@ def plan(
     """
     dtype = check_dtype(dtype)
     check_order(order)
-    limit = parse_memory(memory_limit)
+    limit = _memory_limit(memory_limit)
     opts = _path_options(path_options, max_time, max_repeats)
     obj = load(circuit)
     if isinstance(obj, Network):
@@ -117,20 +124,53 @@ def plan(
 
 @dataclass
 class AmplitudeResult:
-    """Amplitudes with the bitstrings they belong to (stars expanded)."""
+    """Amplitudes of one or more bitstring patterns.
 
-    bitstrings: list[str]
-    amplitudes: np.ndarray
+    Each pattern (``*`` = open qubit) contributes ``2^k`` amplitudes in the
+    order of :func:`~qsimdist.frontends.expand_bitstring` (the leftmost ``*``
+    is the most significant bit). Large batches are not expanded into Python
+    strings unless asked: use :meth:`get` to look one bitstring up.
+    """
+
+    patterns: list[str]
+    values: list[np.ndarray]
     n_qubits: int
     dtype: str
     order: str
     stats: dict = field(default_factory=dict)
 
-    def __getitem__(self, bitstring: str) -> complex:
-        try:
-            return complex(self.amplitudes[self.bitstrings.index(bitstring)])
-        except ValueError:
-            raise KeyError(bitstring) from None
+    @property
+    def amplitudes(self) -> np.ndarray:
+        """All amplitudes, pattern after pattern."""
+        return np.concatenate(self.values) if self.values else np.zeros(0, complex)
+
+    @property
+    def bitstrings(self) -> list[str]:
+        """The bitstring of every amplitude (expands every pattern)."""
+        return [b for p in self.patterns for b in expand_bitstring(p)]
+
+    def __len__(self) -> int:
+        return sum(v.size for v in self.values)
+
+    def get(self, bitstring: str) -> complex:
+        """The amplitude of ``bitstring`` from the first pattern that covers it."""
+        for pattern, vals in zip(self.patterns, self.values):
+            if len(pattern) == len(bitstring) and all(
+                p == "*" or p == c for p, c in zip(pattern, bitstring)
+            ):
+                index = 0
+                for p, c in zip(pattern, bitstring):
+                    if p == "*":
+                        index = 2 * index + (c == "1")
+                return complex(vals[index])
+        raise KeyError(f"{bitstring!r} is not covered by the computed patterns")
+
+    __getitem__ = get
+
+    def items(self):
+        """Pairs (bitstring, amplitude), expanding patterns lazily."""
+        for pattern, vals in zip(self.patterns, self.values):
+            yield from zip(expand_bitstring(pattern), vals)
 
     def to_dict(self) -> dict:
         return {
@@ -138,8 +178,7 @@ class AmplitudeResult:
             "dtype": self.dtype,
             "order": self.order,
             "amplitudes": [
-                {"bitstring": b, "re": float(a.real), "im": float(a.imag)}
-                for b, a in zip(self.bitstrings, self.amplitudes)
+                {"bitstring": b, "re": float(a.real), "im": float(a.imag)} for b, a in self.items()
             ],
             "stats": self.stats,
         }
@@ -166,7 +205,7 @@ def amplitudes(
     """
     dtype = check_dtype(dtype)
     check_order(order)
-    limit = parse_memory(memory_limit)
+    limit = _memory_limit(memory_limit)
     opts = _path_options(path_options, max_time, max_repeats)
     gc = _circuit(circuit)
     if isinstance(bitstrings, str):
@@ -178,7 +217,6 @@ def amplitudes(
         parse_bitstring(b, gc.n_qubits, order)
         if b.count("*") > MAX_STARS:
             raise BitstringError(f"{b!r} opens more than {MAX_STARS} qubits")
-    out_bits: list[str] = []
     values: list[np.ndarray] = []
     totals = {"flops": 0.0, "plan_seconds": 0.0, "execute_seconds": 0.0, "peak_bytes": 0,
               "transposed_bytes": 0, "n_slices": 0, "path_cache_hits": 0, "contractions": 0}
@@ -189,8 +227,8 @@ def amplitudes(
         t1 = time.perf_counter()
         v = np.asarray(_to_numpy(p.execute(backend=backend))).reshape(-1)
         t2 = time.perf_counter()
-        out_bits.extend(expand_bitstring(b))
         values.append(v)
+        totals["path_cache_hits"] += int(p.stats.path_from_cache)
         totals["flops"] += p.stats.flops
         totals["plan_seconds"] += t1 - t0
         totals["execute_seconds"] += t2 - t1
@@ -200,7 +238,7 @@ def amplitudes(
         totals["contractions"] += 1
         if progress is not None:
             progress("amplitudes", done, len(bitstrings))
-    return AmplitudeResult(out_bits, np.concatenate(values), gc.n_qubits, dtype, order, totals)
+    return AmplitudeResult(bitstrings, values, gc.n_qubits, dtype, order, totals)
 
 
 def amplitude(circuit, bitstring: str, **kwargs) -> complex:

@@ -31,7 +31,12 @@ CircuitArg = typer.Argument(
 )
 OrderOpt = typer.Option("qiskit", "--order", help=f"Bitstring order: {' or '.join(ORDERS)}.")
 DtypeOpt = typer.Option("complex64", "--dtype", help=f"One of {', '.join(DTYPES)}.")
-MemOpt = typer.Option(None, "--memory-limit", help="Peak memory allowed, e.g. 8GiB; slices to fit.")
+MemOpt = typer.Option(
+    None,
+    "--memory-limit",
+    help="Peak memory allowed, e.g. 8GiB; slices to fit. Default: 80% of this machine's memory "
+    "($QSIMDIST_MEMORY_LIMIT overrides; 'none' for unlimited).",
+)
 MaxTimeOpt = typer.Option(None, "--max-time", help="Path search budget in seconds.")
 RepeatsOpt = typer.Option(None, "--max-repeats", help="Path search trials.")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object instead of text.")
@@ -120,11 +125,11 @@ def amplitude(
     if as_json:
         typer.echo(json.dumps(res.to_dict()))
         return
-    for b, a in zip(res.bitstrings, res.amplitudes):
+    for b, a in res.items():
         typer.echo(f"{b}  {a.real:+.8e} {a.imag:+.8e}j  p={abs(a) ** 2:.6e}")
     s = res.stats
     typer.echo(
-        f"# {len(res.bitstrings)} amplitude(s), {s['contractions']} contraction(s), "
+        f"# {len(res)} amplitude(s), {s['contractions']} contraction(s), "
         f"{s['flops']:.3e} flops, plan {s['plan_seconds']:.2f}s, execute "
         f"{s['execute_seconds']:.2f}s, peak {format_bytes(s['peak_bytes'])}",
         err=True,

@@ -65,9 +65,26 @@ def parse_memory(value: str | int | float | None) -> int | None:
                 "e.g. 8GiB, 500MB, 2e9 (units: B, kB, MB, GB, TB, KiB, MiB, GiB, TiB)"
             )
         nbytes = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    if not nbytes > 0:
-        raise InvalidInputError(f"memory size must be positive, got {value!r}")
+    if not nbytes > 0 or nbytes == float("inf"):
+        raise InvalidInputError(f"memory size must be positive and finite, got {value!r}")
     return int(nbytes)
+
+
+def default_memory_limit() -> int | None:
+    """``$QSIMDIST_MEMORY_LIMIT``, else 80% of this machine's physical memory.
+
+    Plans made without an explicit limit stay within what this machine can
+    hold instead of being killed by the operating system.
+    """
+    import os
+
+    env = os.environ.get("QSIMDIST_MEMORY_LIMIT")
+    if env:
+        return None if env.lower() in ("none", "unlimited") else parse_memory(env)
+    try:
+        return int(0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def format_bytes(n: float) -> str:

@@ -34,9 +34,23 @@ def qasm_version(text: str, source: str = "<string>") -> int:
     return version
 
 
-def _first_line(msg: str) -> str:
-    msg = " ".join(str(msg).split())
+def _first_line(msg: object) -> str:
+    msg = " ".join(str(msg).split()).strip("\"'")
     return msg or "syntax error"
+
+
+def _antlr_line(exc: BaseException) -> str:
+    """'line N, column M: ' from the OpenQASM 3 parser's underlying ANTLR error, if any."""
+    seen = exc
+    for _ in range(4):
+        seen = seen.__cause__ or seen.__context__
+        if seen is None:
+            break
+        for arg in getattr(seen, "args", ()):
+            token = getattr(arg, "offendingToken", None)
+            if token is not None:
+                return f"line {token.line}, column {token.column}: "
+    return ""
 
 
 def qiskit_from_qasm(text: str, source: str = "<string>"):
@@ -61,7 +75,7 @@ def qiskit_from_qasm(text: str, source: str = "<string>"):
         raise CircuitParseError(f"{source}: invalid OpenQASM 3: {msg}") from None
     except Exception as exc:  # noqa: BLE001 - the OpenQASM 3 parser raises its own types
         raise CircuitParseError(
-            f"{source}: invalid OpenQASM 3: {type(exc).__name__} {_first_line(exc)}"
+            f"{source}: invalid OpenQASM 3: {_antlr_line(exc)}{_first_line(exc)}"
         ) from None
 
 

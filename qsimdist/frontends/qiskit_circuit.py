@@ -24,9 +24,16 @@ def from_qiskit(qc) -> GateCircuit:  # qc: qiskit.QuantumCircuit
 
     if qc.parameters:
         names = ", ".join(sorted(p.name for p in qc.parameters))
+        where = next(
+            (
+                f" (first in {inst.operation.name!r} at position {pos})"
+                for pos, inst in enumerate(qc.data)
+                if getattr(inst.operation, "is_parameterized", lambda: False)()
+            ),
+            "",
+        )
         raise UnsupportedInstructionError(
-            f"circuit {qc.name!r} has unbound parameters ({names}); bind them with "
-            "assign_parameters() first"
+            f"unbound parameters {names}{where}; bind them with assign_parameters() first"
         )
     phase = qc.global_phase
     if isinstance(phase, ParameterExpression):

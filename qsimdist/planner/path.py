@@ -167,7 +167,13 @@ def find_path(
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 opt = ctg.HyperOptimizer(**kwargs)
-                tree = opt.search(inputs, output, size_dict)
+                try:
+                    tree = opt.search(inputs, output, size_dict)
+                except KeyError:  # every trial failed (e.g. an unreachable slicing target)
+                    raise PlanError(
+                        f"no contraction path found within {repeats} trials"
+                        + (f" at {target_size} elements per intermediate" if target_size else "")
+                    ) from None
         if target_size is not None and tree.max_size() > target_size:
             tree = _slice(tree, target_size)
         ssa_path = [tuple(int(x) for x in p) for p in tree.get_ssa_path()]

@@ -41,6 +41,7 @@ class PlanStats:
     max_intermediate: int  # elements of the largest intermediate, per slice
     n_steps: int
     kernel_counts: dict = field(default_factory=dict)
+    path_from_cache: bool = False
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -251,29 +252,39 @@ def make_plan(
     itemsize = np.dtype(dtype).itemsize
     if memory_limit is None:
         res = find_path(net, path_options, None, progbar)
-        return build_plan(net, res.ssa_path, res.sliced, dtype)
+        plan = build_plan(net, res.ssa_path, res.sliced, dtype)
+        plan.stats.path_from_cache = res.from_cache
+        return plan
     out_bytes = math.prod(net.size_dict[i] for i in net.output) * itemsize
     if memory_limit < out_bytes:
         raise PlanError(
             f"memory limit {format_bytes(memory_limit)} is too small: the output alone needs "
             f"{format_bytes(out_bytes)} (output indices are never sliced)"
         )
+    unsliced = find_path(net, path_options, None, progbar)
+    plan = build_plan(net, unsliced.ssa_path, unsliced.sliced, dtype)
+    plan.stats.path_from_cache = unsliced.from_cache
+    if plan.stats.peak_bytes <= memory_limit:
+        return plan
     # Target the largest intermediate at a third of the budget (an operand, its
-    # partner and the output can be live together); tighten along the same
-    # path until the peak fits.
-    target = max(1, memory_limit // (3 * itemsize))
+    # partner and the output can be live together), never below the output
+    # (output indices are not sliced); tighten along the same path until the
+    # peak fits.
+    out_elems = max(1, out_bytes // itemsize)
+    target = max(out_elems, memory_limit // (3 * itemsize))
     try:
         res = find_path(net, path_options, target, progbar)
-    except PlanError as exc:
-        raise PlanError(f"memory limit {format_bytes(memory_limit)} is too small: {exc}") from None
+    except PlanError:
+        res = unsliced
     sliced = res.sliced
     while True:
         plan = build_plan(net, res.ssa_path, sliced, dtype)
+        plan.stats.path_from_cache = res.from_cache
         if plan.stats.peak_bytes <= memory_limit:
             return plan
-        if target <= 1 or len(sliced) >= len(net.size_dict):
+        if target <= out_elems:
             break
-        target //= 2
+        target = max(out_elems, target // 2)
         try:
             sliced = slice_path(net, res.ssa_path, target)
         except PlanError:
