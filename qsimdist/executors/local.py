@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import InvalidInputError, MissingDependencyError
 from ..planner.lifetime import Step
+from . import kernels
 from ..planner.plan import Plan
 
 BACKENDS = ("numpy", "cupy")
@@ -106,17 +107,26 @@ def run_step(step: Step, a, b, xp, pool: BufferPool):
         return out
     xv = x.reshape(step.x_view)
     yv = y.reshape(step.y_view)
-    if step.expand == "x":
+    if step.loop and xp is np and kernels.available():
+        out = pool.get(step.out_view)
+        kernels.small_gemm(xv, yv, out, step.x_view, step.y_view, step.out_view)
+        return out
+    expand = step.expand
+    if step.loop and not expand:  # no compiled kernel here: BLAS needs one operand expanded
+        x_b = any(d == 1 < o for d, o in zip(step.x_view[:-2], step.out_view[:-2]))
+        y_b = any(d == 1 < o for d, o in zip(step.y_view[:-2], step.out_view[:-2]))
+        expand = ("x" if step.m <= step.n else "y") if x_b and y_b else ""
+    if expand == "x":
         full = pool.get(step.out_view[:-2] + step.x_view[-2:])
         full[...] = xv
         xv = full
-    elif step.expand == "y":
+    elif expand == "y":
         full = pool.get(step.out_view[:-2] + step.y_view[-2:])
         full[...] = yv
         yv = full
     out = pool.get(step.out_view)
     xp.matmul(xv, yv.swapaxes(-1, -2), out=out)
-    if step.expand:
+    if expand:
         pool.put(full)
     return out
 

@@ -57,6 +57,7 @@ class Step:
     live_bytes: int  # bytes live while this step runs (operands, output, all other live tensors)
     transposed_bytes: int = 0  # bytes copied to rearrange data (expansion or permutation)
     expand: str = ""  # broadcast kernel: operand ("x"/"y") materialised over the outer axes
+    loop: bool = False  # broadcast kernel: run as one compiled loop of small GEMMs (no BLAS)
     # transpose kernel: permutations (of each tensor's stored modes) to [batch | own | K]
     # for the operands, and from [batch | x-only | y-only] to the output's layout
     x_perm: tuple[int, ...] = ()
@@ -135,6 +136,7 @@ def lifetime_order(
     ssa_path: Sequence[tuple[int, int]],
     sliced: Sequence[Index] = (),
     itemsize: int = 8,
+    costs: LocalCosts | None = None,
 ) -> Layouts:
     """Fix every tensor's layout for ``ssa_path`` and describe each step as a GEMM."""
     sliced_set = set(sliced)
@@ -186,7 +188,7 @@ def lifetime_order(
     for s, (a, b) in enumerate(ssa_path):
         node = n_leaves + s
         la, lb, lc = layout(a), layout(b), layout(node)
-        step = _gemm_step(a, b, node, la, lb, lc, size_dict, itemsize)
+        step = _gemm_step(a, b, node, la, lb, lc, size_dict, itemsize, costs)
         transposed += step.transposed_bytes
         size_a, size_b, size_c = nelem(la), nelem(lb), nelem(lc)
         live += size_c * itemsize
@@ -214,15 +216,22 @@ def _runs(labels: Sequence[str], sizes: Sequence[int]) -> list[tuple[str, int]]:
 class LocalCosts:
     """Constants of the single-device kernel choice (seconds per unit).
 
-    ``call`` is the overhead of one inner GEMM inside a broadcast ``matmul``;
-    ``flop`` the time of one real FLOP; ``copy_byte`` of one byte moved by a
-    contiguous copy and ``permute_byte`` by a strided permutation.
+    ``call`` is the overhead of one inner GEMM inside a broadcast ``matmul``
+    (one BLAS call) and ``loop_call`` of one small block in the compiled loop
+    kernel, which runs blocks of up to ``small_inner`` multiply-adds at
+    ``loop_flop`` seconds per real FLOP; ``flop`` is the BLAS time per real
+    FLOP; ``copy_byte`` the time of one byte moved by a contiguous copy and
+    ``permute_byte`` by a strided permutation. Defaults were measured on a
+    2-core x86 machine (BENCHMARKS.md).
     """
 
     call: float = 0.4e-6
     flop: float = 1 / 20e9
     copy_byte: float = 1 / 4e9
     permute_byte: float = 1 / 1.5e9
+    loop_call: float = 10e-9
+    loop_flop: float = 1 / 5e9
+    small_inner: int = 4096
 
 
 DEFAULT_COSTS = LocalCosts()
@@ -237,9 +246,10 @@ def _gemm_step(
     lc: tuple[Index, ...],
     size_dict: dict[Index, int],
     itemsize: int = 8,
-    costs: LocalCosts = DEFAULT_COSTS,
+    costs: LocalCosts | None = None,
 ) -> Step:
     """Describe one step as a GEMM and pick the cheapest way to run it with no surprise copies."""
+    costs = costs or DEFAULT_COSTS
     sa, sb, sc = set(la), set(lb), set(lc)
     kmodes = [i for i in la if i in sb and i not in sc]
     k = math.prod(size_dict[i] for i in kmodes)
@@ -280,6 +290,11 @@ def _gemm_step(
         expand = "x" if m <= n else "y"
         expand_bytes = batch * (m if expand == "x" else n) * k * itemsize
     t_broadcast = batch * costs.call + flops * costs.flop + 2 * expand_bytes * costs.copy_byte
+    t_loop = (
+        batch * costs.loop_call + flops * costs.loop_flop
+        if m * n * k <= costs.small_inner
+        else float("inf")
+    )
     # transpose: one GEMM over the batch modes, then a permutation into place.
     batch_modes = [i for i, lab in zip(lc, labels) if lab == "ab"]
     x_modes, y_modes = (la, lb) if x_side == "a" else (lb, la)
@@ -295,7 +310,10 @@ def _gemm_step(
     permuted += sizes(x_modes) if x_perm != tuple(range(len(x_perm))) else 0
     permuted += sizes(y_modes) if y_perm != tuple(range(len(y_perm))) else 0
     t_transpose = flops * costs.flop + 2 * permuted * itemsize * costs.permute_byte
-    if t_broadcast <= t_transpose:
+    if t_loop <= min(t_broadcast, t_transpose):
+        step.kernel = "broadcast"
+        step.loop = True
+    elif t_broadcast <= t_transpose:
         step.kernel = "broadcast"
         step.expand = expand
         step.transposed_bytes = expand_bytes

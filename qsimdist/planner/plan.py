@@ -22,7 +22,7 @@ from .._fileio import atomic_write_text
 from ..config import check_dtype, format_bytes
 from ..errors import InvalidInputError, PlanError, PlanFormatError
 from ..network import Network
-from .lifetime import Layouts, Step, lifetime_order
+from .lifetime import Layouts, LocalCosts, Step, lifetime_order
 from .path import PathOptions, find_path, slice_path
 
 SCHEMA = "qsimdist.plan"
@@ -194,6 +194,7 @@ def build_plan(
     sliced=(),
     dtype: str = "complex64",
     meta: dict | None = None,
+    costs: LocalCosts | None = None,
 ) -> Plan:
     """Make a Plan for ``net`` along a given SSA path (no search)."""
     dtype = check_dtype(dtype)
@@ -208,7 +209,9 @@ def build_plan(
     if len(used) != len(set(used)):
         raise PlanFormatError("path uses some node twice; every node is contracted once")
     itemsize = np.dtype(dtype).itemsize
-    lay: Layouts = lifetime_order(net.inputs, net.output, net.size_dict, ssa_path, sliced, itemsize)
+    lay: Layouts = lifetime_order(
+        net.inputs, net.output, net.size_dict, ssa_path, sliced, itemsize, costs
+    )
     n_slices = math.prod(net.size_dict[i] for i in sliced)
     sizes = [math.prod(net.size_dict[i] for i in m) for m in lay.leaf_modes]
     sizes += [math.prod(s.out_view) for s in lay.steps]
@@ -246,13 +249,14 @@ def make_plan(
     memory_limit: int | None = None,
     path_options: PathOptions | None = None,
     progbar: bool = False,
+    costs: LocalCosts | None = None,
 ) -> Plan:
     """Search a path for ``net`` and make a Plan whose peak memory fits ``memory_limit`` bytes."""
     dtype = check_dtype(dtype)
     itemsize = np.dtype(dtype).itemsize
     if memory_limit is None:
         res = find_path(net, path_options, None, progbar)
-        plan = build_plan(net, res.ssa_path, res.sliced, dtype)
+        plan = build_plan(net, res.ssa_path, res.sliced, dtype, costs=costs)
         plan.stats.path_from_cache = res.from_cache
         return plan
     out_bytes = math.prod(net.size_dict[i] for i in net.output) * itemsize
@@ -262,7 +266,7 @@ def make_plan(
             f"{format_bytes(out_bytes)} (output indices are never sliced)"
         )
     unsliced = find_path(net, path_options, None, progbar)
-    plan = build_plan(net, unsliced.ssa_path, unsliced.sliced, dtype)
+    plan = build_plan(net, unsliced.ssa_path, unsliced.sliced, dtype, costs=costs)
     plan.stats.path_from_cache = unsliced.from_cache
     if plan.stats.peak_bytes <= memory_limit:
         return plan
@@ -278,7 +282,7 @@ def make_plan(
         res = unsliced
     sliced = res.sliced
     while True:
-        plan = build_plan(net, res.ssa_path, sliced, dtype)
+        plan = build_plan(net, res.ssa_path, sliced, dtype, costs=costs)
         plan.stats.path_from_cache = res.from_cache
         if plan.stats.peak_bytes <= memory_limit:
             return plan

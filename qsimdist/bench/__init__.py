@@ -1,0 +1,1 @@
+"""Benchmarks (speed is reported here, never asserted in tests). See BENCHMARKS.md."""

@@ -1,0 +1,81 @@
+"""The local executor's kernels: compiled small-GEMM loop, BLAS broadcast, permutation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from qsimdist.executors import kernels
+from qsimdist.planner.lifetime import LocalCosts, _gemm_step
+from qsimdist.planner.path import PathOptions
+from qsimdist.planner.plan import make_plan
+
+from .conftest import rel_err
+from .test_planner import random_network
+
+SHAPES = [
+    ((1, 2, 1, 2, 4), (3, 1, 5, 2, 4), (3, 2, 5, 2, 2)),  # interleaved, both broadcast
+    ((3, 1, 2, 5), (3, 4, 7, 5), (3, 4, 2, 7)),  # a batch mode shared by both
+    ((2, 3), (4, 3), (2, 4)),  # no outer axes
+    ((1, 1, 4), (6, 16, 4), (6, 1, 16)),  # m = 1
+]
+
+
+@pytest.mark.skipif(not kernels.available(), reason="numba is not installed")
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("x_view,y_view,out_view", SHAPES)
+def test_small_gemm_matches_matmul(x_view, y_view, out_view, dtype):
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(x_view) + 1j * rng.standard_normal(x_view)).astype(dtype)
+    y = (rng.standard_normal(y_view) + 1j * rng.standard_normal(y_view)).astype(dtype)
+    out = np.full(out_view, np.nan, dtype=dtype)
+    kernels.small_gemm(x, y, out, x_view, y_view, out_view)
+    want = np.matmul(x, np.swapaxes(y, -1, -2))
+    assert rel_err(out, want) < (1e-6 if dtype == "complex64" else 1e-13)
+
+
+def _forced(kind: str) -> LocalCosts:
+    if kind == "loop":
+        return LocalCosts(call=1.0, permute_byte=1.0, loop_call=0.0, loop_flop=0.0)
+    if kind == "blas":
+        return LocalCosts(call=0.0, flop=0.0, copy_byte=0.0, permute_byte=1.0, small_inner=0)
+    return LocalCosts(call=1.0, small_inner=0)  # transpose
+
+
+@pytest.mark.parametrize("kind", ["loop", "blas", "transpose"])
+@pytest.mark.parametrize("seed", range(4))
+def test_every_kernel_gives_the_same_contraction(kind, seed):
+    """Force one kernel for every step; each must reproduce einsum."""
+    net = random_network(seed, n=16, n_out=3)
+    plan = make_plan(
+        net, dtype="complex128", path_options=PathOptions(max_repeats=2), costs=_forced(kind)
+    )
+    kinds = {s.kernel for s in plan.steps}
+    if kind == "transpose":
+        assert kinds <= {"gemm", "transpose"}
+    else:
+        assert kinds <= {"gemm", "broadcast"}
+    want = np.einsum(net.einsum_equation(), *net.arrays, optimize="greedy")
+    assert rel_err(plan.execute(), want) < 1e-10
+
+
+def test_loop_steps_fall_back_to_blas_without_numba(monkeypatch):
+    net = random_network(7, n=16, n_out=3)
+    plan = make_plan(
+        net, dtype="complex128", path_options=PathOptions(max_repeats=2), costs=_forced("loop")
+    )
+    assert any(s.loop for s in plan.steps)
+    monkeypatch.setattr(kernels, "available", lambda: False)
+    want = np.einsum(net.einsum_equation(), *net.arrays, optimize="greedy")
+    assert rel_err(plan.execute(), want) < 1e-10
+
+
+def test_kernel_choice_prefers_cheaper_option():
+    """A gate-sized operand on a large tensor avoids one BLAS call per outer index."""
+    size = {i: 2 for i in "abcdpqk"}
+    size["c"] = 2**10
+    la, lb = ("p", "q", "k"), ("a", "c", "d", "k")
+    lc = ("a", "p", "c", "q", "d")
+    step = _gemm_step(0, 1, 2, la, lb, lc, size, 8)
+    assert step.kernel in ("broadcast", "transpose")
+    assert not (step.kernel == "broadcast" and not step.loop and step.batch > 1000)
