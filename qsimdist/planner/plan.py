@@ -254,13 +254,8 @@ def make_plan(
     """Search a path for ``net`` and make a Plan whose peak memory fits ``memory_limit`` bytes."""
     dtype = check_dtype(dtype)
     itemsize = np.dtype(dtype).itemsize
-    if memory_limit is None:
-        res = find_path(net, path_options, None, progbar)
-        plan = build_plan(net, res.ssa_path, res.sliced, dtype, costs=costs)
-        plan.stats.path_from_cache = res.from_cache
-        return plan
     out_bytes = math.prod(net.size_dict[i] for i in net.output) * itemsize
-    if memory_limit < out_bytes:
+    if memory_limit is not None and memory_limit < out_bytes:
         raise PlanError(
             f"memory limit {format_bytes(memory_limit)} is too small: the output alone needs "
             f"{format_bytes(out_bytes)} (output indices are never sliced)"
@@ -268,31 +263,26 @@ def make_plan(
     unsliced = find_path(net, path_options, None, progbar)
     plan = build_plan(net, unsliced.ssa_path, unsliced.sliced, dtype, costs=costs)
     plan.stats.path_from_cache = unsliced.from_cache
-    if plan.stats.peak_bytes <= memory_limit:
+    if memory_limit is None or plan.stats.peak_bytes <= memory_limit:
         return plan
-    # Target the largest intermediate at a third of the budget (an operand, its
-    # partner and the output can be live together), never below the output
-    # (output indices are not sliced); tighten along the same path until the
-    # peak fits.
+    # Slice along the same path (cheap: no second search). Target the largest
+    # intermediate at a third of the budget (an operand, its partner and the
+    # output can be live together), never below the output (output indices
+    # are not sliced), and tighten until the peak fits.
     out_elems = max(1, out_bytes // itemsize)
     target = max(out_elems, memory_limit // (3 * itemsize))
-    try:
-        res = find_path(net, path_options, target, progbar)
-    except PlanError:
-        res = unsliced
-    sliced = res.sliced
     while True:
-        plan = build_plan(net, res.ssa_path, sliced, dtype, costs=costs)
-        plan.stats.path_from_cache = res.from_cache
+        try:
+            sliced = slice_path(net, unsliced.ssa_path, target)
+        except PlanError:
+            break
+        plan = build_plan(net, unsliced.ssa_path, sliced, dtype, costs=costs)
+        plan.stats.path_from_cache = unsliced.from_cache
         if plan.stats.peak_bytes <= memory_limit:
             return plan
         if target <= out_elems:
             break
         target = max(out_elems, target // 2)
-        try:
-            sliced = slice_path(net, res.ssa_path, target)
-        except PlanError:
-            break
     raise PlanError(
         f"memory limit {format_bytes(memory_limit)} is too small: the best sliced plan found "
         f"still peaks at {format_bytes(plan.stats.peak_bytes)}"
