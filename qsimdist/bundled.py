@@ -7,21 +7,18 @@ checkout they are read from ``circuits/`` beside the package.
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 
+from ._resources import bundled_dir
 from .errors import InvalidInputError
 
 
 def circuits_dir() -> Path:
     """The folder holding the bundled circuit files and ``manifest.json``."""
-    checkout = Path(__file__).resolve().parent.parent / "circuits"
-    if (checkout / "manifest.json").exists():
-        return checkout
-    try:
-        return Path(str(resources.files("qsimdist.circuits")))
-    except ModuleNotFoundError:
-        raise InvalidInputError("the bundled circuits are not installed with this qsimdist") from None
+    found = bundled_dir("circuits", "qsimdist.circuits", "manifest.json")
+    if found is None:
+        raise InvalidInputError("the bundled circuits are not installed with this qsimdist")
+    return found
 
 
 def manifest() -> list[dict]:

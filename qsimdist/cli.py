@@ -138,7 +138,9 @@ def amplitude(
 
 @app.command()
 def plan(
-    circuit: Path = CircuitArg,
+    circuit: Path = typer.Argument(
+        ..., help="Circuit or network file, or a saved plan (.json) to report on without searching."
+    ),
     bitstring: Optional[str] = typer.Option(
         None, "--bitstring", "-b", help="Bitstring pattern (* = open). Default: all zeros."
     ),
@@ -148,29 +150,80 @@ def plan(
     memory_limit: Optional[str] = MemOpt,
     max_time: Optional[float] = MaxTimeOpt,
     max_repeats: Optional[int] = RepeatsOpt,
+    profile: Optional[str] = typer.Option(
+        None, "--profile", help="Hardware profile (see 'qsimdist profiles') for a distribution report."
+    ),
+    devices: Optional[int] = typer.Option(
+        None, "--devices", help="Devices P (a power of two) for --profile; default: one node."
+    ),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="With --profile: write a PNG of the dp schedule."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Plan the contraction of CIRCUIT (path, slicing, lifetime layouts) and print a summary."""
-    from .api import plan as make
+    """Plan the contraction of CIRCUIT (path, slicing, lifetime layouts) and print a summary.
 
-    p = make(
-        str(circuit),
-        bitstrings=bitstring,
-        order=order,
-        dtype=dtype,
-        memory_limit=memory_limit,
-        max_time=max_time,
-        max_repeats=max_repeats,
-        progbar=sys.stderr.isatty(),
-    )
+    With --profile and --devices, also plan its distribution over P devices and
+    compare dp, forced-only and slice-only side by side.
+    """
+    from .api import plan as make
+    from .planner.plan import Plan
+
+    if profile is None and (devices is not None or plot is not None):
+        raise InvalidInputError("--devices and --plot need --profile NAME (see 'qsimdist profiles')")
+    if _is_plan_file(circuit):
+        p = Plan.load(circuit)
+    else:
+        p = make(
+            str(circuit),
+            bitstrings=bitstring,
+            order=order,
+            dtype=dtype,
+            # the distribution planner slices for the profile's memory itself
+            memory_limit=memory_limit if profile is None else (memory_limit or "none"),
+            max_time=max_time,
+            max_repeats=max_repeats,
+            progbar=sys.stderr.isatty(),
+        )
+    report = None
+    if profile is not None:
+        from .hardware import load_profile
+        from .report import distribution_report, format_report, plot_schedule
+
+        prof = load_profile(profile)
+        p_devices = devices if devices is not None else prof.devices_per_node
+        report, schedules = distribution_report(p, prof, p_devices)
+        p.meta["distribution"] = {
+            "profile": prof.name,
+            "devices": p_devices,
+            "report": report,
+            "steps": [a.to_dict() for a in schedules["dp"].annotations],
+        }
+        if plot is not None:
+            plot_schedule(p, schedules["dp"], plot)
     if output is not None:
         p.save(output)
     if as_json:
-        typer.echo(json.dumps({"stats": p.stats.to_dict(), "file": str(output) if output else None}))
-    else:
-        typer.echo(p.summary())
-        if output is not None:
-            typer.echo(f"plan written to {output}")
+        payload = report if report is not None else {"stats": p.stats.to_dict()}
+        payload = dict(payload, file=str(output) if output else None)
+        typer.echo(json.dumps(payload))
+        return
+    typer.echo(p.summary())
+    if report is not None:
+        typer.echo(format_report(report))
+        for name, sched in schedules.items():
+            for note in sched.refused[:3]:
+                typer.echo(f"note ({name}): {note}", err=True)
+    if output is not None:
+        typer.echo(f"plan written to {output}")
+    if plot is not None:
+        typer.echo(f"plot written to {plot}")
+
+
+def _is_plan_file(path: Path) -> bool:
+    """A saved qsimdist plan (JSON with the plan schema marker near its start)."""
+    if path.suffix.lower() != ".json" or not path.is_file():
+        return False
+    with open(path, "rb") as fh:
+        return b'"schema": "qsimdist.plan"' in fh.read(256)
 
 
 @app.command()
@@ -210,6 +263,94 @@ def run(
 def version() -> None:
     """Print the qsimdist version."""
     typer.echo(__version__)
+
+
+def _profile_row(p) -> dict:
+    """A hardware profile as plain JSON data, with its derived sizes."""
+    import dataclasses
+
+    row = dataclasses.asdict(p)
+    row["usable_memory"] = p.usable_memory
+    row["max_devices"] = p.max_devices()
+    return row
+
+
+@app.command()
+def profiles(
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of profiles."),
+) -> None:
+    """List the bundled hardware profiles (backends/*.toml), with per-device numbers."""
+    from .hardware import list_profiles
+
+    found = list_profiles()
+    if as_json:
+        typer.echo(json.dumps([_profile_row(p) for p in found]))
+        return
+    head = ("name", "dev/node", "max dev", "mem/dev GB", "c64 TFLOP/s", "HBM TB/s", "intra GB/s",
+            "inter GB/s")
+    rows = [
+        (
+            p.name,
+            str(p.devices_per_node),
+            "any" if p.max_devices() is None else str(p.max_devices()),
+            f"{p.memory_bytes / 1e9:.1f}",
+            f"{p.flop_rate('complex64') / 1e12:.2f}",
+            f"{p.mem_bandwidth / 1e12:.3f}",
+            f"{p.intra_bandwidth / 1e9:.1f}",
+            f"{p.inter_bandwidth / 1e9:.1f}",
+        )
+        for p in found
+    ]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    for r in [head, *rows]:
+        cells = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]
+        typer.echo("  ".join(cells).rstrip())
+
+
+@app.command()
+def calibrate(
+    output: Path = typer.Option(
+        ..., "--output", "-o", help="Profile file to write, e.g. backends/mybox.toml."
+    ),
+    name: Optional[str] = typer.Option(
+        None, "--name", help="Profile name. Default: the file's stem."
+    ),
+    quick: bool = typer.Option(
+        False, "--quick", help="Small problems (about a second); rougher numbers."
+    ),
+) -> None:
+    """Measure this machine (GEMM, copy bandwidth, memory; Alltoall under mpiexec) as a profile."""
+    from .hardware import save_profile
+    from .hardware.calibrate import calibrate as measure
+
+    if output.suffix != ".toml":
+        raise InvalidInputError(f"profile file must end in .toml, got {str(output)!r}")
+    if output.is_dir():
+        raise InvalidInputError(f"{str(output)!r} is a folder; give a .toml file name")
+    # fail before measuring when the folder cannot exist (a file stands in its way)
+    parent = output.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InvalidInputError(f"cannot write {str(output)!r}: {str(parent)!r} is not a folder")
+
+    profile = measure(output.stem if name is None else name, quick=quick)
+    rank = 0
+    if "mpi4py.MPI" in sys.modules:  # calibrate ran under MPI: only rank 0 writes and prints
+        rank = sys.modules["mpi4py.MPI"].COMM_WORLD.Get_rank()
+    if rank != 0:
+        return
+    save_profile(profile, output)
+    typer.echo(f"profile {profile.name!r}: {profile.description}")
+    for dtype, rate in profile.flops.items():
+        typer.echo(f"  {dtype:<16} {rate / 1e9:10.2f} GFLOP/s")
+    typer.echo(f"  {'memory':<16} {format_bytes(profile.memory_bytes):>16} per device")
+    typer.echo(f"  {'copy bandwidth':<16} {profile.mem_bandwidth / 1e9:10.2f} GB/s (read + write)")
+    typer.echo(f"  {'intra-node':<16} {profile.intra_bandwidth / 1e9:10.2f} GB/s, "
+               f"{profile.intra_latency * 1e6:.2f} us latency")
+    typer.echo(f"  {'inter-node':<16} {profile.inter_bandwidth / 1e9:10.2f} GB/s, "
+               f"{profile.inter_latency * 1e6:.2f} us latency")
+    typer.echo(f"written to {output}")
 
 
 def main(argv: Optional[list[str]] = None) -> int:

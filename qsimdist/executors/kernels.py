@@ -32,7 +32,7 @@ def available() -> bool:
 if _HAVE_NUMBA:
 
     @numba.njit(parallel=True, cache=True, fastmath=True)
-    def _small_gemm(x, y, out, dims, xs, ys, m, n, k, xs_m, ys_n, chunk):  # pragma: no cover
+    def _small_gemm(x, y, out, dims, xs, ys, os, m, n, k, xs_m, ys_n, chunk):  # pragma: no cover
         n_outer = out.size // (m * n)
         nd = dims.shape[0]
         n_chunks = (n_outer + chunk - 1) // chunk
@@ -41,16 +41,17 @@ if _HAVE_NUMBA:
             last = min(first + chunk, n_outer)
             # decode the first outer index of the chunk, then step like an odometer
             pos = np.empty(nd, dtype=np.int64)
-            rem = first * 1
+            rem = first * 1  # a copy: the parallel loop index must not be written
             xo = 0
             yo = 0
+            oo = 0
             for d in range(nd - 1, -1, -1):
                 pos[d] = rem % dims[d]
                 rem //= dims[d]
                 xo += pos[d] * xs[d]
                 yo += pos[d] * ys[d]
-            for b in range(first, last):
-                oo = b * m * n
+                oo += pos[d] * os[d]
+            for _ in range(first, last):
                 for ii in range(m):
                     xb = xo + ii * xs_m
                     for jj in range(n):
@@ -64,10 +65,12 @@ if _HAVE_NUMBA:
                     pos[d] += 1
                     xo += xs[d]
                     yo += ys[d]
+                    oo += os[d]
                     if pos[d] < dims[d]:
                         break
                     xo -= xs[d] * dims[d]
                     yo -= ys[d] * dims[d]
+                    oo -= os[d] * dims[d]
                     pos[d] = 0
                     d -= 1
 
@@ -83,21 +86,25 @@ def _outer_strides(view: tuple[int, ...], outer: tuple[int, ...]) -> np.ndarray:
 
 
 def small_gemm(x, y, out, x_view, y_view, out_view) -> None:
-    """``out[..., i, j] = sum_l x[..., i, l] * y[..., j, l]`` with broadcasting over outer axes."""
+    """``out[..., i, j] = sum_l x[..., i, l] * y[..., j, l]`` with broadcasting over outer axes.
+
+    Outer axes along which ``y`` is constant are iterated innermost, so each
+    block of the (usually large) ``y`` is reused from cache for every row of
+    the small operand before moving on.
+    """
     outer = tuple(out_view[:-2])
     m, n = out_view[-2], out_view[-1]
     k = x_view[-1]
+    if outer:
+        xs = _outer_strides(x_view, outer)
+        ys = _outer_strides(y_view, outer)
+        os = _outer_strides(out_view, outer)
+        order = sorted(range(len(outer)), key=lambda d: (ys[d] == 0 and outer[d] > 1, d))
+        dims = np.asarray([outer[d] for d in order], dtype=np.int64)
+        xs, ys, os = xs[order], ys[order], os[order]
+    else:
+        dims = np.ones(1, np.int64)
+        xs = ys = os = np.zeros(1, np.int64)
     _small_gemm(
-        x.reshape(-1),
-        y.reshape(-1),
-        out.reshape(-1),
-        np.asarray(outer if outer else (1,), dtype=np.int64),
-        _outer_strides(x_view, outer) if outer else np.zeros(1, np.int64),
-        _outer_strides(y_view, outer) if outer else np.zeros(1, np.int64),
-        m,
-        n,
-        k,
-        k,
-        k,
-        16384,
+        x.reshape(-1), y.reshape(-1), out.reshape(-1), dims, xs, ys, os, m, n, k, k, k, 16384
     )

@@ -26,7 +26,10 @@ from .lifetime import Layouts, LocalCosts, Step, lifetime_order
 from .path import PathOptions, find_path, slice_path
 
 SCHEMA = "qsimdist.plan"
-VERSION = 1
+#: version 2 adds meta["distribution"] (the annotated schedule of 'plan --profile');
+#: version 1 plans still load.
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 @dataclass
@@ -153,10 +156,11 @@ def _plan_from_dict(d: object, source: str) -> Plan:
     if not isinstance(d, dict) or d.get("schema") != SCHEMA:
         raise PlanFormatError(f"{source}: not a qsimdist plan (field 'schema' must be {SCHEMA!r})")
     version = d.get("version")
-    if version != VERSION:
+    if version not in READABLE_VERSIONS:
         raise PlanFormatError(
             f"{source}: plan version {version!r} is not supported by this qsimdist "
-            f"(reads version {VERSION}); make the plan again with 'qsimdist plan'"
+            f"(reads versions {', '.join(map(str, READABLE_VERSIONS))}); make the plan again "
+            "with 'qsimdist plan'"
         )
     try:
         nd = d["network"]
