@@ -12,6 +12,8 @@ output. No operand or output is copied or permuted.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 try:  # numba ships with quimb; without it the executor falls back to numpy.matmul
@@ -23,6 +25,9 @@ except ImportError:  # pragma: no cover - exercised only where numba is absent
 
 #: inner GEMMs up to this many multiply-adds run in the compiled loop
 SMALL_INNER = 4096
+#: extents of n and k that get a specialised (unrolled) kernel, compiled once and cached
+UNROLLED_N = (1, 2, 4, 8, 16)
+UNROLLED_K = (2, 4, 8)
 
 
 def available() -> bool:
@@ -32,7 +37,7 @@ def available() -> bool:
 if _HAVE_NUMBA:
 
     @numba.njit(parallel=True, cache=True, fastmath=True)
-    def _small_gemm(x, y, out, dims, xs, ys, os, m, n, k, xs_m, ys_n, chunk):  # pragma: no cover
+    def _small_gemm_impl(x, y, out, dims, xs, ys, os, m, n, k, xs_m, ys_n, chunk):  # pragma: no cover
         n_outer = out.size // (m * n)
         nd = dims.shape[0]
         n_chunks = (n_outer + chunk - 1) // chunk
@@ -75,6 +80,14 @@ if _HAVE_NUMBA:
                     d -= 1
 
 
+    @numba.njit(cache=True)
+    def _small_gemm(x, y, out, dims, xs, ys, os, m, n, k, xs_m, ys_n, chunk):  # pragma: no cover
+        # n and k become compile-time constants, so the innermost loops unroll
+        numba.literally(n)
+        numba.literally(k)
+        _small_gemm_impl(x, y, out, dims, xs, ys, os, m, n, k, xs_m, ys_n, chunk)
+
+
 def _outer_strides(view: tuple[int, ...], outer: tuple[int, ...]) -> np.ndarray:
     """Element strides of a C-ordered ``view`` over the outer axes (0 where it has extent 1)."""
     strides = np.zeros(len(outer), dtype=np.int64)
@@ -88,9 +101,9 @@ def _outer_strides(view: tuple[int, ...], outer: tuple[int, ...]) -> np.ndarray:
 def small_gemm(x, y, out, x_view, y_view, out_view) -> None:
     """``out[..., i, j] = sum_l x[..., i, l] * y[..., j, l]`` with broadcasting over outer axes.
 
-    Outer axes along which ``y`` is constant are iterated innermost, so each
-    block of the (usually large) ``y`` is reused from cache for every row of
-    the small operand before moving on.
+    Outer axes along which the larger operand is constant are iterated
+    innermost, so each of its blocks is reused from cache for every row of
+    the smaller operand before moving on.
     """
     outer = tuple(out_view[:-2])
     m, n = out_view[-2], out_view[-1]
@@ -99,12 +112,15 @@ def small_gemm(x, y, out, x_view, y_view, out_view) -> None:
         xs = _outer_strides(x_view, outer)
         ys = _outer_strides(y_view, outer)
         os = _outer_strides(out_view, outer)
-        order = sorted(range(len(outer)), key=lambda d: (ys[d] == 0 and outer[d] > 1, d))
+        # iterate innermost the axes along which the larger operand is constant,
+        # so each block of it is reused from cache by every row of the smaller
+        big = ys if math.prod(y_view) >= math.prod(x_view) else xs
+        order = sorted(range(len(outer)), key=lambda d: (big[d] == 0 and outer[d] > 1, d))
         dims = np.asarray([outer[d] for d in order], dtype=np.int64)
         xs, ys, os = xs[order], ys[order], os[order]
     else:
         dims = np.ones(1, np.int64)
         xs = ys = os = np.zeros(1, np.int64)
-    _small_gemm(
-        x.reshape(-1), y.reshape(-1), out.reshape(-1), dims, xs, ys, os, m, n, k, k, k, 16384
-    )
+    # the commonest tiny shapes get kernels with n and k unrolled at compile time
+    run = _small_gemm if (n in UNROLLED_N and k in UNROLLED_K) else _small_gemm_impl
+    run(x.reshape(-1), y.reshape(-1), out.reshape(-1), dims, xs, ys, os, m, n, k, k, k, 16384)
