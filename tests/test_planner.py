@@ -56,8 +56,9 @@ def test_layout_invariants(seed):
             kept = [i for i in operand if i in c]
             assert kept == [i for i in c if i in operand]
         legs_out[step.out] = c
-        if step.kernel in ("gemm", "broadcast") and not step.expand:
-            assert step.transposed_bytes == 0
+        if step.kernel in ("gemm", "broadcast"):
+            assert step.transposed_bytes == 0  # no permutation on these kernels
+            assert (step.expanded_bytes > 0) == bool(step.expand)
     if plan.steps:
         assert plan.steps[-1].out_modes == net.output
 

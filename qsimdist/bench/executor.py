@@ -81,6 +81,10 @@ def main(argv: list[str] | None = None) -> dict:
         "steps_without_transpose": zero,
         "steps_without_transpose_share": zero / max(len(steps), 1),
         "transposed_bytes": plan.stats.transposed_bytes,
+        "expanded_bytes": plan.stats.expanded_bytes,
+        "steps_without_any_copy": sum(
+            1 for s in steps if s.transposed_bytes == 0 and s.expanded_bytes == 0
+        ),
         "execute_seconds": t_ours,
         "cotengra_seconds": t_ctg,
         "speedup_vs_cotengra": best_ctg / best_ours,

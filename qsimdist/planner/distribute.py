@@ -430,12 +430,16 @@ def _reduced(step: Step) -> list[str]:
 
 
 def _sliced_plan(base: Plan, net: Network, target: int) -> Plan:
-    sliced = slice_path(net, base.path, target) if target < base.stats.max_intermediate else []
+    # few slicing trials: the planner sweeps many targets and group sizes
+    sliced = (
+        slice_path(net, base.path, target, max_repeats=2)
+        if target < base.stats.max_intermediate else []
+    )
     return build_plan(net, base.path, sliced, base.dtype, meta=base.meta)
 
 
 def schedule(plan: Plan, profile: HardwareProfile, devices: int, strategy: str = "dp",
-             big_fraction: float = 0.25) -> Schedule:
+             big_fraction: float = 0.25, sliced_cache: dict | None = None) -> Schedule:
     """Predict the best schedule of ``strategy`` (dp | forced_only | slice_only) on ``devices``.
 
     For every group size ``d`` (a power of two dividing ``devices``; only
@@ -454,6 +458,15 @@ def schedule(plan: Plan, profile: HardwareProfile, devices: int, strategy: str =
         2**k for k in range(devices.bit_length()) if 2**k <= devices
     ]
     best: Schedule | None = None
+    # sliced plans by target size: the halving sequences of different group
+    # sizes (and strategies, when the caller shares the cache) overlap
+    cache = sliced_cache if sliced_cache is not None else {}
+
+    def sliced_plan(target: int) -> Plan:
+        if target not in cache:
+            cache[target] = _sliced_plan(plan, net, target)
+        return cache[target]
+
     for d in group_sizes:
         groups = devices // d
         target = max(1, int(mem * d / (3 * isz)))
@@ -461,10 +474,16 @@ def schedule(plan: Plan, profile: HardwareProfile, devices: int, strategy: str =
         # are fewer slices than groups (idle groups), and take the fastest.
         while target >= 1:
             try:
-                sp = _sliced_plan(plan, net, target)
+                sp = sliced_plan(target)
             except PlanError:
                 break
-            res = _schedule_slice(sp, d, model, strategy == "dp", big_fraction * mem)
+            res = _schedule_slice(sp, d, model, False, big_fraction * mem)
+            if strategy == "dp" and d > 1:
+                # the DP's policies include redistributing only when forced; chains
+                # interact through merges, so keep whichever whole schedule is faster
+                elective = _schedule_slice(sp, d, model, True, big_fraction * mem)
+                if elective[0] <= res[0]:
+                    res = elective
             secs, comm_s, comm_b, peak, n_redis, notes, refused = res
             n_slices = sp.stats.n_slices
             if peak <= mem:
@@ -496,7 +515,11 @@ def compare_strategies(plan: Plan, profile: HardwareProfile, devices: int) -> di
         profile.check_devices(devices)
     except ProfileError:
         raise
-    out = {s: schedule(plan, profile, devices, s) for s in ("slice_only", "forced_only", "dp")}
+    cache: dict = {}
+    out = {
+        s: schedule(plan, profile, devices, s, sliced_cache=cache)
+        for s in ("slice_only", "forced_only", "dp")
+    }
     base = out["slice_only"]
     report = {
         "devices": devices,

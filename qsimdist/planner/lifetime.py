@@ -55,7 +55,8 @@ class Step:
     flops: float  # real floating-point operations for complex data (8 per multiply-add)
     bytes: int  # bytes read and written, with the plan's dtype
     live_bytes: int  # bytes live while this step runs (operands, output, all other live tensors)
-    transposed_bytes: int = 0  # bytes copied to rearrange data (expansion or permutation)
+    transposed_bytes: int = 0  # bytes permuted at run time (transpose kernel)
+    expanded_bytes: int = 0  # bytes of a broadcast operand materialised for BLAS (no permutation)
     expand: str = ""  # broadcast kernel: operand ("x"/"y") materialised over the outer axes
     loop: bool = False  # broadcast kernel: run as one compiled loop of small GEMMs (no BLAS)
     # transpose kernel: permutations (of each tensor's stored modes) to [batch | own | K]
@@ -88,6 +89,7 @@ class Layouts:
     peak_bytes: int
     flops: float
     transposed_bytes: int
+    expanded_bytes: int = 0
 
 
 def _death_steps(
@@ -184,12 +186,13 @@ def lifetime_order(
     peak = live
     steps: list[Step] = []
     total_flops = 0.0
-    transposed = 0
+    transposed = expanded = 0
     for s, (a, b) in enumerate(ssa_path):
         node = n_leaves + s
         la, lb, lc = layout(a), layout(b), layout(node)
         step = _gemm_step(a, b, node, la, lb, lc, size_dict, itemsize, costs)
         transposed += step.transposed_bytes
+        expanded += step.expanded_bytes
         size_a, size_b, size_c = nelem(la), nelem(lb), nelem(lc)
         live += size_c * itemsize
         peak = max(peak, live)
@@ -198,7 +201,7 @@ def lifetime_order(
         step.bytes = (size_a + size_b + size_c) * itemsize
         steps.append(step)
         total_flops += step.flops
-    return Layouts(leaf_modes, leaf_sum, steps, death, peak, total_flops, transposed)
+    return Layouts(leaf_modes, leaf_sum, steps, death, peak, total_flops, transposed, expanded)
 
 
 def _runs(labels: Sequence[str], sizes: Sequence[int]) -> list[tuple[str, int]]:
@@ -316,7 +319,7 @@ def _gemm_step(
     elif t_broadcast <= t_transpose:
         step.kernel = "broadcast"
         step.expand = expand
-        step.transposed_bytes = expand_bytes
+        step.expanded_bytes = expand_bytes
     else:
         step.kernel = "transpose"
         step.x_perm, step.y_perm, step.out_perm = x_perm, y_perm, out_perm

@@ -70,10 +70,10 @@ class PathResult:
     from_cache: bool = False
 
 
-def _slice(tree, target_size: int):
+def _slice(tree, target_size: int, max_repeats: int = 16):
     """Slice ``tree`` (never output indices) until no intermediate exceeds ``target_size``."""
     try:
-        return tree.slice(target_size=target_size, allow_outer=False)
+        return tree.slice(target_size=target_size, allow_outer=False, max_repeats=max_repeats)
     except RuntimeError as exc:  # cotengra: "Ran out of valid indices to slice."
         raise PlanError(
             f"cannot slice this network below {target_size} elements per intermediate ({exc})"
@@ -189,8 +189,11 @@ def find_path(
     return PathResult(ssa_path, [names[i] for i in entry["sliced"]])
 
 
-def slice_path(net: Network, ssa_path, target_size: int) -> list[str]:
-    """Indices to slice along a fixed path so no intermediate exceeds ``target_size`` elements."""
+def slice_path(net: Network, ssa_path, target_size: int, max_repeats: int = 16) -> list[str]:
+    """Indices to slice along a fixed path so no intermediate exceeds ``target_size`` elements.
+
+    ``max_repeats`` is the number of randomised slicing trials cotengra makes.
+    """
     import cotengra as ctg
 
     inputs, output, size_dict, sym = _symbolic(net)
@@ -198,7 +201,7 @@ def slice_path(net: Network, ssa_path, target_size: int) -> list[str]:
         return []
     tree = ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=ssa_path)
     if tree.max_size() > target_size:
-        tree = _slice(tree, target_size)
+        tree = _slice(tree, target_size, max_repeats)
     names = _names_by_canonical(net)
     sym_index = {s: i for i, s in enumerate(sym)}
     return [names[sym_index[s]] for s in tree.sliced_inds]

@@ -45,6 +45,8 @@ class PlanStats:
     n_steps: int
     kernel_counts: dict = field(default_factory=dict)
     path_from_cache: bool = False
+    expanded_bytes: int = 0  # broadcast operands materialised for BLAS (copies, not permutations)
+    steps_without_transpose: int = 0
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -82,7 +84,9 @@ class Plan:
             f"tensors {self.network.num_tensors}, steps {s.n_steps} ({kinds}), "
             f"log10 cost {s.log10_cost:.2f}, flops {s.flops:.3e}, slices {s.n_slices}, "
             f"largest intermediate 2^{math.log2(max(s.max_intermediate, 1)):.1f} elements, "
-            f"peak memory {format_bytes(s.peak_bytes)}, transposed {format_bytes(s.transposed_bytes)}"
+            f"peak memory {format_bytes(s.peak_bytes)}, transposed {format_bytes(s.transposed_bytes)} "
+            f"({s.steps_without_transpose}/{s.n_steps} steps without), expanded "
+            f"{format_bytes(s.expanded_bytes)}"
         )
 
     # ------------------------------------------------------------------ io
@@ -227,6 +231,8 @@ def build_plan(
         flops=lay.flops * n_slices,
         peak_bytes=lay.peak_bytes,
         transposed_bytes=lay.transposed_bytes * n_slices,
+        expanded_bytes=lay.expanded_bytes * n_slices,
+        steps_without_transpose=sum(1 for s in lay.steps if s.transposed_bytes == 0),
         n_slices=n_slices,
         log10_cost=math.log10(max(cost, 1.0)),
         max_intermediate=max(sizes),

@@ -1,0 +1,140 @@
+"""Distribution planner benchmark: R_P and predicted E_P of dp, forced-only and slice-only.
+
+    python -m qsimdist.bench.distribution [--data ../shared/data] [--search-seconds 120]
+                                          [--only NAME] [--json OUT]
+
+Workloads: the n60m24 and n53m20 amplitude networks, cotengra's benchmark
+networks (seeded arrays; only the structure matters here), the bundled PEPS
+and random circuit. Paths are searched once with cotengra's hyper-optimiser
+(``--search-seconds`` each) and kept as plan files in
+``qsimdist/bench/plans/`` so later runs report without searching. Each
+workload is planned for dgx-h100 at P = 8 and h100-ib at P = 64 and 1024;
+the time the distribution planning takes is reported too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+PLANS = Path(__file__).resolve().parent / "plans"
+TARGETS = (("dgx-h100", 8), ("h100-ib", 64), ("h100-ib", 1024))
+
+
+def workloads(data: Path) -> dict[str, tuple[str, dict]]:
+    """name -> (source, plan keywords)."""
+    from qsimdist.bundled import bundled_circuit
+
+    c = data / "circuits"
+    n = data / "networks"
+    return {
+        "n60m24": (str(c / "circuit_n60_m24_s0_e0_pABCDCDAB.qsim"),
+                   {"bitstrings": "0" * 60, "order": "natural"}),
+        "n53m20": (str(c / "circuit_n53_m20_s0_e0_pABCDCDAB.qsim"),
+                   {"bitstrings": "0" * 53, "order": "natural"}),
+        "sycamore_n53_m20_net": (str(n / "sycamore_n53_m20_s0_e0_pABCDCDAB.json"), {}),
+        "qucirc_rrzz_n56_d13": (str(n / "qucirc_rrzz_n56_d13.json"), {}),
+        "peps_cluster_r2_D10": (str(n / "peps_cluster_r2_D10_a.json"), {}),
+        "cubic_6x6x10": (str(n / "cubic_6x6x10.json"), {}),
+        "rqc_4x5_m12": (str(bundled_circuit("rqc_4x5_m12.qsim")),
+                        {"bitstrings": "0" * 20, "order": "natural"}),
+    }
+
+
+def get_plan(name: str, source: str, kw: dict, seconds: float, dtype: str = "complex64",
+             target_log2: int = 33):
+    """The saved plan of a workload, or a new one from a slicing-aware path search.
+
+    The search (cotengra's hyper-optimiser with slicing reconfiguration
+    towards ``2^target_log2`` elements, one H100's worth of complex64) looks
+    for trees that stay cheap once sliced; the plan is saved unsliced, since
+    the distribution planner slices it again for each device count.
+    """
+    from qsimdist.api import _memory_limit  # noqa: F401 - keeps api's defaults loaded
+    from qsimdist.frontends import amplitude_network, load
+    from qsimdist.network import Network
+    from qsimdist.planner.path import PathOptions, find_path
+    from qsimdist.planner.plan import Plan, build_plan
+    from qsimdist.planner.simplify import simplify
+
+    path = PLANS / f"{name}.json"
+    if path.exists():
+        return Plan.load(path), 0.0
+    t = time.perf_counter()
+    obj = load(source)
+    if isinstance(obj, Network):
+        net = obj
+    else:
+        net = simplify(amplitude_network(obj, kw["bitstrings"], kw.get("order", "qiskit")))
+    opts = PathOptions(max_repeats=10_000, max_time=seconds, minimize="flops", parallel=False)
+    res = find_path(net, opts, target_size=2**target_log2)
+    plan = build_plan(net, res.ssa_path, [], dtype)
+    elapsed = time.perf_counter() - t
+    plan.meta["search_seconds"] = elapsed
+    plan.meta["search"] = f"cotengra hyper-optimiser, {seconds:.0f} s, slicing-aware to 2^{target_log2}"
+    plan.save(path)
+    return plan, elapsed
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    from qsimdist.hardware import load_profile
+    from qsimdist.planner.distribute import compare_strategies
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default="../shared/data")
+    ap.add_argument("--search-seconds", type=float, default=120.0)
+    ap.add_argument("--only", action="append", default=None)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    rows = []
+    for name, (source, kw) in workloads(Path(args.data)).items():
+        if args.only and name not in args.only:
+            continue
+        plan, searched = get_plan(name, source, kw, args.search_seconds)
+        for prof_name, p in TARGETS:
+            prof = load_profile(prof_name)
+            t = time.perf_counter()
+            report, _ = compare_strategies(plan, prof, p)
+            planning = time.perf_counter() - t
+            s = report["strategies"]
+            row = {
+                "workload": name,
+                "profile": prof_name,
+                "devices": p,
+                "log10_cost": plan.stats.log10_cost,
+                "log2_width": plan.stats.max_intermediate.bit_length() - 1,
+                "R_P": report["R_P"],
+                "E_P_dp": s["dp"]["E_P"],
+                "E_P_forced_only": s["forced_only"]["E_P"],
+                "time_dp_s": s["dp"]["time_s"],
+                "time_forced_only_s": s["forced_only"]["time_s"],
+                "time_slice_only_s": s["slice_only"]["time_s"],
+                "dp_le_forced": s["dp"]["time_s"] <= s["forced_only"]["time_s"] * (1 + 1e-12),
+                "dp_le_slice": s["dp"]["time_s"] <= s["slice_only"]["time_s"] * (1 + 1e-12),
+                "tflops_per_device_dp": s["dp"]["tflops_per_device"],
+                "comm_share_dp": s["dp"]["comm_share"],
+                "redistributions_dp": s["dp"]["n_redistributions"],
+                "group_size_dp": s["dp"]["group_size"],
+                "slices_dp": s["dp"]["n_slices"],
+                "slices_1gpu": s["slice_only"]["n_slices"],
+                "distribution_planning_s": planning,
+                "path_search_s": searched,
+            }
+            rows.append(row)
+            print(
+                f"{name:<22}{prof_name:>10}{p:>6}  log10C {row['log10_cost']:6.2f}  "
+                f"R_P {row['R_P']:9.3g}  E_P dp {row['E_P_dp']:9.3g}  forced "
+                f"{row['E_P_forced_only']:9.3g}  dp<=forced {row['dp_le_forced']}  "
+                f"dp<=slice {row['dp_le_slice']}  {row['tflops_per_device_dp']:.1f} TF/dev  "
+                f"plan {planning:.1f}s",
+                flush=True,
+            )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
