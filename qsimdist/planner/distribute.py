@@ -444,8 +444,10 @@ def schedule(plan: Plan, profile: HardwareProfile, devices: int, strategy: str =
 
     For every group size ``d`` (a power of two dividing ``devices``; only
     ``d = 1`` for slice-only) the path is sliced until each device's memory
-    fits, one slice is scheduled on ``d`` devices, and ``devices / d`` groups
-    share the slices. The fastest group size wins.
+    fits (and further while there are fewer slices than groups), one slice is
+    scheduled on ``d`` devices, and ``devices / d`` groups share the slices in
+    rounds. The fastest candidate wins; slice-only is the ``d = 1`` candidate,
+    so dp is never slower than it.
     """
     profile.check_devices(devices)
     if strategy not in ("dp", "forced_only", "slice_only"):
@@ -487,16 +489,16 @@ def schedule(plan: Plan, profile: HardwareProfile, devices: int, strategy: str =
             secs, comm_s, comm_b, peak, n_redis, notes, refused = res
             n_slices = sp.stats.n_slices
             if peak <= mem:
-                if strategy == "slice_only":
-                    time_s = secs * n_slices / devices  # the paper's ideal slicing baseline
-                else:
-                    time_s = secs * math.ceil(n_slices / groups)
+                # slices run in rounds over the groups; for slice-only (d = 1) with at
+                # least P slices this is the paper's ideal t_1 * 2^b_1 / P, and with
+                # fewer slices the loop below slices further so no device idles
                 rounds = math.ceil(n_slices / groups)
+                time_s = secs * rounds
                 sched = Schedule(strategy, devices, d, n_slices, sp.stats.flops, secs, time_s,
                                  comm_s, comm_b * rounds, peak, n_redis, notes, refused)
                 if best is None or sched.time_s < best.time_s:
                     best = sched
-                if n_slices >= groups or strategy == "slice_only":
+                if n_slices >= groups:
                     break
             if target == 1:
                 break

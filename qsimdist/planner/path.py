@@ -73,7 +73,9 @@ class PathResult:
 def _slice(tree, target_size: int, max_repeats: int = 16):
     """Slice ``tree`` (never output indices) until no intermediate exceeds ``target_size``."""
     try:
-        return tree.slice(target_size=target_size, allow_outer=False, max_repeats=max_repeats)
+        return tree.slice(
+            target_size=target_size, allow_outer=False, max_repeats=max_repeats, seed=0
+        )
     except RuntimeError as exc:  # cotengra: "Ran out of valid indices to slice."
         raise PlanError(
             f"cannot slice this network below {target_size} elements per intermediate ({exc})"
