@@ -123,3 +123,87 @@ def test_nothing_fits():
     prof = toy_profile(memory_bytes=64)
     with pytest.raises(PlanError, match="nothing fits"):
         schedule(plan, prof, 4)
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def _cli(capsys, *args):
+    from qsimdist.cli import main
+
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def saved_plan(tmp_path_factory):
+    from qsimdist.bundled import bundled_circuit
+
+    path = tmp_path_factory.mktemp("plans") / "rqc.json"
+    from qsimdist.cli import main
+
+    assert main(["plan", str(bundled_circuit("rqc_3x4_m8.qsim")), "--order", "natural",
+                 "-b", "*" * 8 + "0000", "-o", str(path), "--max-repeats", "4"]) == 0
+    return path
+
+
+def test_cli_profile_report_json(capsys, saved_plan, tmp_path):
+    import json
+
+    png = tmp_path / "s.png"
+    code, out, err = _cli(capsys, "plan", str(saved_plan), "--profile", "dgx-h100",
+                          "--devices", "8", "--json", "--plot", str(png))
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["devices"] == 8 and report["profile"] == "dgx-h100"
+    assert set(report["strategies"]) == {"dp", "forced_only", "slice_only"}
+    for entry in report["strategies"].values():
+        for key in ("time_s", "E_P", "comm_bytes", "peak_bytes_per_device", "n_redistributions"):
+            assert key in entry
+    assert report["strategies"]["dp"]["time_s"] <= report["strategies"]["slice_only"]["time_s"]
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_profile_report_text_and_annotated_plan(capsys, saved_plan, tmp_path):
+    import json
+
+    out_plan = tmp_path / "annotated.json"
+    code, out, err = _cli(capsys, "plan", str(saved_plan), "--profile", "h100-ib",
+                          "--devices", "64", "-o", str(out_plan))
+    assert code == 0, err
+    assert "R_P" in out and "forced_only" in out and "slice_only" in out
+    data = json.loads(out_plan.read_text())
+    assert data["version"] == 2
+    dist = data["meta"]["distribution"]
+    assert dist["devices"] == 64 and len(dist["steps"]) == len(data["steps"])
+    assert {s["action"] for s in dist["steps"]} <= {
+        "local", "activate", "keep", "redistribute", "gather"}
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--profile", "nope"], ["unknown hardware profile", "dgx-h100", "h100-ib"]),
+        (["--profile", "dgx-h100", "--devices", "6"], ["power of two"]),
+        (["--profile", "dgx-h100", "--devices", "16"], ["16", "8"]),
+        (["--devices", "8"], ["--profile"]),
+    ],
+)
+def test_cli_profile_bad_input(capsys, saved_plan, args, words):
+    code, out, err = _cli(capsys, "plan", str(saved_plan), *args)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("qsimdist: error:")
+    for w in words:
+        assert w in lines[0]
+
+
+def test_cli_nothing_fits(capsys, saved_plan, tmp_path):
+    prof = tmp_path / "tiny.toml"
+    from qsimdist.hardware import save_profile
+
+    save_profile(toy_profile(name="tiny", memory_bytes=64), prof)
+    code, out, err = _cli(capsys, "plan", str(saved_plan), "--profile", str(prof),
+                          "--devices", "4")
+    assert code == 2 and "nothing fits" in err and "Traceback" not in err
