@@ -38,3 +38,16 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8) atomically to ``path``."""
     return atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
+
+
+def read_input_text(path: str | os.PathLike, what: str) -> str:
+    """Read a user's text file, turning every failure into one clear CircuitParseError."""
+    from .errors import CircuitParseError
+
+    path = Path(path)
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise CircuitParseError(f"no such file: {path}") from None
+    except (UnicodeDecodeError, IsADirectoryError) as exc:
+        raise CircuitParseError(f"{path}: cannot read as {what} ({exc})") from None

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from .._optional import require
+from .._fileio import read_input_text
 from ..errors import CircuitParseError
 from .circuit import GateCircuit
 from .qiskit_circuit import from_qiskit
@@ -82,12 +83,7 @@ def qiskit_from_qasm(text: str, source: str = "<string>"):
 def read_qasm(path: str | Path) -> GateCircuit:
     """Read an OpenQASM 2 or 3 file into a :class:`GateCircuit`."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise CircuitParseError(f"no such file: {path}") from None
-    except (UnicodeDecodeError, IsADirectoryError) as exc:
-        raise CircuitParseError(f"{path}: cannot read as OpenQASM text ({exc})") from None
+    text = read_input_text(path, "OpenQASM text")
     gc = from_qiskit(qiskit_from_qasm(text, str(path)))
     gc.name = path.stem
     return gc

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._fileio import read_input_text
 from ..errors import CircuitParseError
 from .circuit import GateCircuit
 
@@ -121,10 +122,5 @@ def parse_qsim(text: str, source: str = "<string>") -> GateCircuit:
 def read_qsim(path: str | Path) -> GateCircuit:
     """Read a qsim circuit file."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise CircuitParseError(f"no such file: {path}") from None
-    except (UnicodeDecodeError, IsADirectoryError) as exc:
-        raise CircuitParseError(f"{path}: cannot read as qsim text ({exc})") from None
+    text = read_input_text(path, "qsim text")
     return parse_qsim(text, str(path))
