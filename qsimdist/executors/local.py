@@ -41,23 +41,36 @@ def array_module(backend: str):
 
 
 class BufferPool:
-    """Free buffers kept by element count and reused for outputs of the same size."""
+    """Free buffers kept by element count and reused for outputs of the same size.
 
-    def __init__(self, xp, dtype) -> None:
+    At most ``limit`` bytes are held (the plan's peak), so the pool never
+    doubles the memory the plan promised; buffers beyond that are released.
+    """
+
+    def __init__(self, xp, dtype, limit: int | None = None) -> None:
         self.xp = xp
-        self.dtype = dtype
+        self.dtype = np.dtype(dtype)
         self.free: dict[int, list] = {}
+        self.limit = limit
+        self.held = 0
 
     def get(self, shape: tuple[int, ...]):
         size = math.prod(shape)
         stack = self.free.get(size)
-        buf = stack.pop() if stack else self.xp.empty(size, dtype=self.dtype)
-        return buf.reshape(shape)
+        if stack:
+            self.held -= size * self.dtype.itemsize
+            return stack.pop().reshape(shape)
+        return self.xp.empty(size, dtype=self.dtype).reshape(shape)
 
     def put(self, arr) -> None:
         base = arr.base if arr.base is not None else arr
-        if base.ndim == 1 and base.flags.c_contiguous:
-            self.free.setdefault(base.size, []).append(base)
+        if base.ndim != 1 or not base.flags.c_contiguous:
+            return
+        nbytes = base.size * self.dtype.itemsize
+        if self.limit is not None and self.held + nbytes > self.limit:
+            return
+        self.free.setdefault(base.size, []).append(base)
+        self.held += nbytes
 
 
 def _load_leaf(plan: Plan, k: int, assignment: dict[str, int], xp, dtype):
@@ -159,7 +172,7 @@ def execute(
         raise InvalidInputError("this plan's network has no arrays; nothing to contract")
     xp = array_module(backend)
     dtype = np.dtype(plan.dtype)
-    pool = BufferPool(xp, dtype)
+    pool = BufferPool(xp, dtype, limit=plan.stats.peak_bytes)
     out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)
     result = None
     ranges = [range(plan.network.size_dict[i]) for i in plan.sliced]
