@@ -530,8 +530,9 @@ def test_if_test_written_as_qasm3_is_refused(capsys, tmp_path):
 
 
 def test_unsupported_instructions_python_api():
-    import qsimdist
     from qiskit.circuit import Parameter
+
+    import qsimdist
 
     def refused(qc, *words):
         with pytest.raises(qsimdist.UnsupportedInstructionError) as info:

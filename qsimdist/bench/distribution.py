@@ -52,7 +52,6 @@ def get_plan(name: str, source: str, kw: dict, seconds: float, dtype: str = "com
     for trees that stay cheap once sliced; the plan is saved unsliced, since
     the distribution planner slices it again for each device count.
     """
-    from qsimdist.api import _memory_limit  # noqa: F401 - keeps api's defaults loaded
     from qsimdist.frontends import amplitude_network, load
     from qsimdist.network import Network
     from qsimdist.planner.path import PathOptions, find_path

@@ -17,8 +17,8 @@ import numpy as np
 
 from ..errors import InvalidInputError, MissingDependencyError
 from ..planner.lifetime import Step
-from . import kernels
 from ..planner.plan import Plan
+from . import kernels
 
 BACKENDS = ("numpy", "cupy")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .._optional import require
 from .._fileio import read_input_text
+from .._optional import require
 from ..errors import CircuitParseError
 from .circuit import GateCircuit
 from .qiskit_circuit import from_qiskit
