@@ -44,7 +44,7 @@ def workloads(data: Path) -> dict[str, tuple[str, dict]]:
 
 
 def get_plan(name: str, source: str, kw: dict, seconds: float, dtype: str = "complex64",
-             target_log2: int = 33):
+             target_log2: int = 33, objective: str = "flops", processes: int = 1):
     """The saved plan of a workload, or a new one from a slicing-aware path search.
 
     The search (cotengra's hyper-optimiser with slicing reconfiguration
@@ -67,12 +67,16 @@ def get_plan(name: str, source: str, kw: dict, seconds: float, dtype: str = "com
         net = obj
     else:
         net = simplify(amplitude_network(obj, kw["bitstrings"], kw.get("order", "qiskit")))
-    opts = PathOptions(max_repeats=10_000, max_time=seconds, minimize="flops", parallel=False)
+    opts = PathOptions(max_repeats=100_000, max_time=seconds, minimize=objective,
+                       parallel=processes if processes > 1 else False)
     res = find_path(net, opts, target_size=2**target_log2)
     plan = build_plan(net, res.ssa_path, [], dtype)
     elapsed = time.perf_counter() - t
     plan.meta["search_seconds"] = elapsed
-    plan.meta["search"] = f"cotengra hyper-optimiser, {seconds:.0f} s, slicing-aware to 2^{target_log2}"
+    plan.meta["search"] = (
+        f"cotengra hyper-optimiser, {objective}, {seconds:.0f} s on {processes} process(es), "
+        f"slicing-aware to 2^{target_log2}"
+    )
     plan.save(path)
     return plan, elapsed
 
@@ -84,6 +88,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="../shared/data")
     ap.add_argument("--search-seconds", type=float, default=120.0)
+    ap.add_argument("--objective", default="flops", help="cotengra objective, e.g. flops, combo")
+    ap.add_argument("--processes", type=int, default=1, help="path-search processes")
     ap.add_argument("--only", action="append", default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -91,7 +97,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for name, (source, kw) in workloads(Path(args.data)).items():
         if args.only and name not in args.only:
             continue
-        plan, searched = get_plan(name, source, kw, args.search_seconds)
+        plan, searched = get_plan(name, source, kw, args.search_seconds,
+                                  objective=args.objective, processes=args.processes)
         for prof_name, p in TARGETS:
             prof = load_profile(prof_name)
             t = time.perf_counter()

@@ -33,7 +33,7 @@ class PathOptions:
         max_time: wall-clock budget in seconds (``None``: trials only).
         methods: cotengra path methods (``None``: cotengra's default, greedy + kahypar).
         minimize: cotengra objective (``flops``, ``size``, ``write``, ``combo``).
-        parallel: let cotengra use a process pool.
+        parallel: let cotengra use a process pool (``True`` or a number of processes).
         cache: read and write the structure-keyed path cache.
     """
 
@@ -41,7 +41,7 @@ class PathOptions:
     max_time: float | None = None
     methods: tuple[str, ...] | None = None
     minimize: str = "flops"
-    parallel: bool = False
+    parallel: bool | int = False
     cache: bool = True
     reconfigure: bool = True
 
