@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -151,7 +150,3 @@ class Network:
             f"output={len(self.output)}, hyper={len(self.hyper_indices())})"
         )
 
-
-def relabel(terms: Sequence[Sequence[Index]], mapping: dict[Index, Index]) -> list[tuple]:
-    """Rename indices in every term through ``mapping`` (names absent are kept)."""
-    return [tuple(mapping.get(i, i) for i in term) for term in terms]

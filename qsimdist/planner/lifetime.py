@@ -72,11 +72,6 @@ class Step:
     def to_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
 
-    @classmethod
-    def from_dict(cls, d: dict) -> Step:
-        fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()}
-        return cls(**fields)
-
 
 @dataclass
 class Layouts:

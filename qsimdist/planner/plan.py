@@ -67,11 +67,11 @@ class Plan:
     meta: dict = field(default_factory=dict)
 
     # ----------------------------------------------------------------- run
-    def execute(self, backend: str = "numpy", progress=None) -> np.ndarray:
+    def execute(self, backend: str = "numpy", progress=None, executor: str = "local"):
         """Contract; the result's axes follow ``network.output``."""
-        from ..executors.local import execute
+        from ..executors import get_executor  # lazy: the planner never loads executors itself
 
-        return execute(self, backend=backend, progress=progress)
+        return get_executor(executor)(self, backend=backend, progress=progress)
 
     @property
     def sliced_sizes(self) -> list[int]:
