@@ -199,6 +199,20 @@ def lifetime_order(
     return Layouts(leaf_modes, leaf_sum, steps, death, peak, total_flops, transposed, expanded)
 
 
+def _permute_seconds(size: int, perm: Sequence[int], dims: Sequence[int], itemsize: int,
+                     costs: LocalCosts) -> float:
+    """Predicted time to permute ``size`` elements of extents ``dims`` by ``perm`` (read + write)."""
+    if tuple(perm) == tuple(range(len(perm))):
+        return 0.0
+    run = 1  # contiguous elements the permutation moves together: its identity suffix
+    for j in range(len(perm) - 1, -1, -1):
+        if perm[j] != j:
+            break
+        run *= dims[j]
+    per_byte = costs.copy_byte if run >= costs.long_run else costs.permute_byte
+    return 2 * size * itemsize * per_byte
+
+
 def _runs(labels: Sequence[str], sizes: Sequence[int]) -> list[tuple[str, int]]:
     """Merge consecutive equal labels, multiplying their extents."""
     runs: list[tuple[str, int]] = []
@@ -214,22 +228,39 @@ def _runs(labels: Sequence[str], sizes: Sequence[int]) -> list[tuple[str, int]]:
 class LocalCosts:
     """Constants of the single-device kernel choice (seconds per unit).
 
-    ``call`` is the overhead of one inner GEMM inside a broadcast ``matmul``
-    (one BLAS call) and ``loop_call`` of one small block in the compiled loop
+    ``call`` is the overhead of one BLAS call (one inner GEMM of a broadcast
+    ``matmul``) and ``loop_call`` of one small block in the compiled loop
     kernel, which runs blocks of up to ``small_inner`` multiply-adds at
-    ``loop_flop`` seconds per real FLOP; ``flop`` is the BLAS time per real
-    FLOP; ``copy_byte`` the time of one byte moved by a contiguous copy and
-    ``permute_byte`` by a strided permutation. Defaults were measured on a
-    2-core x86 machine (BENCHMARKS.md).
+    ``loop_flop`` seconds per real FLOP. ``flop`` is the BLAS time per real
+    FLOP of a large GEMM; an ``m x n x k`` GEMM runs at that rate times
+    ``m/(m+h) * n/(n+h) * k/(k+h)`` with ``h = gemm_half`` (small GEMMs
+    leave most of the machine idle: on the machine below a 2 x 1024 x 32
+    GEMM runs ten times slower per FLOP than a 512-cube). ``copy_byte`` is
+    the time of one byte moved by a contiguous copy (or a permutation whose
+    contiguous runs are at least ``long_run`` elements) and ``permute_byte``
+    by a strided permutation. A step permutes at run time only when that is
+    predicted ``transpose_margin`` times faster than the best permutation-free
+    kernel: the lifetime order exists to avoid permutations, and a close call
+    is not worth one. Defaults were fitted on a 2-core x86 machine
+    (BENCHMARKS.md).
     """
 
     call: float = 0.4e-6
-    flop: float = 1 / 20e9
+    flop: float = 1 / 100e9
+    gemm_half: float = 16.0
     copy_byte: float = 1 / 4e9
     permute_byte: float = 1 / 1.5e9
+    long_run: int = 64
     loop_call: float = 10e-9
     loop_flop: float = 1 / 5e9
     small_inner: int = 4096
+    transpose_margin: float = 1.5
+
+    def gemm_seconds(self, calls: int, m: int, n: int, k: int) -> float:
+        """Predicted time of ``calls`` BLAS GEMMs of shape ``m x n x k`` (complex)."""
+        h = self.gemm_half
+        eff = (m / (m + h)) * (n / (n + h)) * (k / (k + h))
+        return calls * self.call + 8.0 * calls * m * n * k * self.flop / eff
 
 
 DEFAULT_COSTS = LocalCosts()
@@ -287,7 +318,7 @@ def _gemm_step(
     if x_bcast and y_bcast:
         expand = "x" if m <= n else "y"
         expand_bytes = batch * (m if expand == "x" else n) * k * itemsize
-    t_broadcast = batch * costs.call + flops * costs.flop + 2 * expand_bytes * costs.copy_byte
+    t_broadcast = costs.gemm_seconds(batch, m, n, k) + 2 * expand_bytes * costs.copy_byte
     t_loop = (
         batch * costs.loop_call + flops * costs.loop_flop
         if m * n * k <= costs.small_inner
@@ -305,13 +336,21 @@ def _gemm_step(
     out_perm = tuple(tmp_modes.index(i) for i in lc)
     sizes = lambda modes: math.prod(size_dict[i] for i in modes)  # noqa: E731
     permuted = size_c
-    permuted += sizes(x_modes) if x_perm != tuple(range(len(x_perm))) else 0
-    permuted += sizes(y_modes) if y_perm != tuple(range(len(y_perm))) else 0
-    t_transpose = flops * costs.flop + 2 * permuted * itemsize * costs.permute_byte
-    if t_loop <= min(t_broadcast, t_transpose):
+    t_permute = _permute_seconds(size_c, out_perm, [size_dict[i] for i in tmp_modes], itemsize, costs)
+    for modes, perm in ((x_modes, x_perm), (y_modes, y_perm)):
+        if perm != tuple(range(len(perm))):
+            permuted += sizes(modes)
+            t_permute += _permute_seconds(
+                sizes(modes), perm, [size_dict[i] for i in modes], itemsize, costs
+            )
+    t_transpose = (
+        costs.gemm_seconds(sizes(batch_modes), sizes(x_only), sizes(y_only), k) + t_permute
+    )
+    t_free = min(t_loop, t_broadcast)
+    if t_free <= t_transpose * costs.transpose_margin and t_loop <= t_broadcast:
         step.kernel = "broadcast"
         step.loop = True
-    elif t_broadcast <= t_transpose:
+    elif t_free <= t_transpose * costs.transpose_margin:
         step.kernel = "broadcast"
         step.expand = expand
         step.expanded_bytes = expand_bytes
