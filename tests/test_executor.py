@@ -79,3 +79,34 @@ def test_kernel_choice_prefers_cheaper_option():
     step = _gemm_step(0, 1, 2, la, lb, lc, size, 8)
     assert step.kernel in ("broadcast", "transpose")
     assert not (step.kernel == "broadcast" and not step.loop and step.batch > 1000)
+
+
+def test_buffer_pool_best_fit_within_slack():
+    from qsimdist.executors.local import BufferPool
+
+    pool = BufferPool(np, "complex64", limit=10**6, slack=2.0)
+    big = pool.get((100,))
+    pool.put(big)
+    small = pool.get((60, 1))  # 100 <= 2 * 60: reuses the freed buffer's leading part
+    assert np.shares_memory(small, big) and small.shape == (60, 1)
+    pool.put(small)  # the whole base goes back
+    assert pool.sizes == [100] and pool.held == 100 * 8
+    tiny = pool.get((10,))  # 100 > 2 * 10: a fresh buffer, the large one stays free
+    assert not np.shares_memory(tiny, big) and pool.sizes == [100]
+    pool.put(pool.get((100,)))
+    pool.put(np.empty(10**6, np.complex64))  # would exceed the limit: released
+    assert pool.held == 100 * 8
+
+
+def test_large_gemm_shape_prefers_one_gemm_and_permutation():
+    """m = 2 broadcast over 16k outer indices: one big GEMM plus a long-run permutation wins."""
+    size = {i: 2 for i in "abcpqr"}
+    size.update({"j": 1024, "k": 32, "A": 16, "B": 32, "C": 4})
+    # x: gate-like (p q r m | k); y: big (A B C j | k); output interleaves them
+    la, lb = ("p", "q", "r", "a", "k"), ("A", "B", "C", "j", "k")
+    lc = ("A", "p", "B", "q", "C", "r", "a", "j")
+    step = _gemm_step(0, 1, 2, la, lb, lc, size, 8)
+    assert step.kernel == "transpose"
+    assert step.tmp_shape == (1, 16, 16 * 32 * 4 * 1024)
+    quick = _gemm_step(0, 1, 2, la, lb, lc, size, 8, LocalCosts(transpose_margin=1e9))
+    assert quick.kernel == "broadcast"  # the margin keeps close calls permutation-free

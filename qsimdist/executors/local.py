@@ -9,6 +9,7 @@ accumulated into the output.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Callable
@@ -41,25 +42,36 @@ def array_module(backend: str):
 
 
 class BufferPool:
-    """Free buffers kept by element count and reused for outputs of the same size.
+    """Free buffers kept by element count and reused for later outputs.
 
+    A request takes the smallest free buffer holding at least as many
+    elements and at most ``slack`` times as many (best fit; its leading part
+    is used), so fresh allocations, whose first touch page-faults, are rare.
     At most ``limit`` bytes of free buffers are held; beyond that they are
     released, so a long contraction cannot hoard memory.
     """
 
-    def __init__(self, xp, dtype, limit: int | None = None) -> None:
+    def __init__(self, xp, dtype, limit: int | None = None, slack: float = 2.0) -> None:
         self.xp = xp
         self.dtype = np.dtype(dtype)
         self.free: dict[int, list] = {}
+        self.sizes: list[int] = []  # sorted keys of ``free`` with a non-empty stack
         self.limit = limit
+        self.slack = slack
         self.held = 0
 
     def get(self, shape: tuple[int, ...]):
         size = math.prod(shape)
-        stack = self.free.get(size)
-        if stack:
-            self.held -= size * self.dtype.itemsize
-            return stack.pop().reshape(shape)
+        j = bisect.bisect_left(self.sizes, size)
+        if j < len(self.sizes) and self.sizes[j] <= self.slack * size:
+            have = self.sizes[j]
+            stack = self.free[have]
+            base = stack.pop()
+            if not stack:
+                del self.free[have]
+                self.sizes.pop(j)
+            self.held -= have * self.dtype.itemsize
+            return base[:size].reshape(shape)
         return self.xp.empty(size, dtype=self.dtype).reshape(shape)
 
     def put(self, arr) -> None:
@@ -69,7 +81,10 @@ class BufferPool:
         nbytes = base.size * self.dtype.itemsize
         if self.limit is not None and self.held + nbytes > self.limit:
             return
-        self.free.setdefault(base.size, []).append(base)
+        if base.size not in self.free:
+            self.free[base.size] = []
+            bisect.insort(self.sizes, base.size)
+        self.free[base.size].append(base)
         self.held += nbytes
 
 
