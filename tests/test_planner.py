@@ -153,3 +153,40 @@ def test_outer_product_and_scalars():
     want = np.einsum("a,b,->ba", *net.arrays)
     assert rel_err(plan.execute(), want) < 1e-12
     assert math.isclose(plan.stats.flops, sum(s.flops for s in plan.steps))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_slice_from_a_preferred_set(seed):
+    """Re-slicing a searched slicing for another target restores or adds indices, never
+    exceeds the target, and the fast cost evaluator agrees with the built plan."""
+    import math
+
+    from qsimdist.planner.path import _SliceCosts, slice_from, slice_path
+    from qsimdist.planner.plan import build_plan
+
+    net = random_network(seed, n=24, n_out=2)
+    plan = make_plan(net, dtype="complex128", path_options=PathOptions(max_repeats=4))
+    width = plan.stats.max_intermediate
+    prefer = slice_path(net, plan.path, max(2, width // 8))
+    costs = _SliceCosts(net, plan.path)
+    # no slicing goes below the largest tensor over output indices alone
+    floor = max(
+        math.prod(net.size_dict[costs.names[j]] for j in row.nonzero()[0]
+                  if costs.names[j] in net.output)
+        for row in costs.nodes
+    )
+    for target in (width, max(floor, width // 4), max(floor, width // 32)):
+        got = slice_from(net, plan.path, target, prefer=prefer)
+        sliced_plan = build_plan(net, plan.path, got, "complex128")
+        log2_width, log2_total = costs.evaluate(set(got))
+        assert log2_width <= math.log2(target) + 1e-9
+        assert log2_width == pytest.approx(math.log2(sliced_plan.stats.max_intermediate))
+        assert log2_total == pytest.approx(sliced_plan.stats.log10_cost * math.log2(10))
+        if costs.evaluate(set(prefer))[0] <= math.log2(target) + 1e-9:
+            assert set(got) <= set(prefer)  # only restored from the preferred set
+        else:
+            assert set(prefer) <= set(got)  # only added to it
+        if target == width:
+            assert got == []
+        if sliced_plan.stats.n_slices <= 64:
+            assert rel_err(sliced_plan.execute(), reference(net)) < 1e-10

@@ -49,7 +49,7 @@ from ..errors import PlanError, ProfileError
 from ..hardware import HardwareProfile
 from ..network import Network
 from .lifetime import Step
-from .path import slice_path
+from .path import slice_from
 from .plan import Plan, build_plan
 
 Bit = tuple[str, int]  # (index, bit position within the index, 0 = most significant)
@@ -430,11 +430,10 @@ def _reduced(step: Step) -> list[str]:
 
 
 def _sliced_plan(base: Plan, net: Network, target: int) -> Plan:
-    # few slicing trials: the planner sweeps many targets and group sizes
-    sliced = (
-        slice_path(net, base.path, target, max_repeats=2)
-        if target < base.stats.max_intermediate else []
-    )
+    # few slicing trials: the planner sweeps many targets and group sizes. A
+    # plan that is already sliced (by a slicing-aware search) is the starting
+    # point: its indices are restored or added to, never thrown away.
+    sliced = slice_from(net, base.path, target, prefer=base.sliced, max_repeats=2)
     return build_plan(net, base.path, sliced, base.dtype, meta=base.meta)
 
 

@@ -207,3 +207,123 @@ def slice_path(net: Network, ssa_path, target_size: int, max_repeats: int = 16) 
     names = _names_by_canonical(net)
     sym_index = {s: i for i, s in enumerate(sym)}
     return [names[sym_index[s]] for s in tree.sliced_inds]
+
+
+class _SliceCosts:
+    """Per-slice sizes and total cost of a fixed path for any set of sliced indices.
+
+    Sizes are kept in log2 over a membership matrix (nodes x indices), so
+    trying to restore or add each candidate index is a few vector operations
+    rather than a copy of the contraction tree.
+    """
+
+    def __init__(self, net: Network, ssa_path) -> None:
+        import numpy as np
+
+        from .lifetime import _death_steps
+
+        legs, _, _ = _death_steps(net.inputs, net.output, ssa_path, set())
+        self.names = sorted(net.size_dict)
+        col = {i: j for j, i in enumerate(self.names)}
+        self.w = np.log2([net.size_dict[i] for i in self.names])
+        nodes = np.zeros((len(legs), len(self.names)), dtype=bool)
+        for r, term in enumerate(legs):
+            nodes[r, [col[i] for i in term]] = True
+        # a contraction touches the union of its operands' legs
+        cons = np.zeros((len(ssa_path), len(self.names)), dtype=bool)
+        for s, (a, b) in enumerate(ssa_path):
+            cons[s] = nodes[a] | nodes[b]
+        # every tensor counts towards the width (leaves too, as in cotengra's max_size)
+        self.nodes, self.cons, self.col = nodes, cons, col
+        self.np = np
+
+    def evaluate(self, sliced: set[str]) -> tuple[float, float]:
+        """(log2 largest intermediate per slice, log2 total multiply-adds over all slices)."""
+        np = self.np
+        keep = self.w.copy()
+        idx = [self.col[i] for i in sliced]
+        keep[idx] = 0.0
+        width = float((self.nodes @ keep).max()) if len(self.nodes) else 0.0
+        per = self.cons @ keep
+        top = per.max() if len(per) else 0.0
+        total = top + np.log2(np.exp2(per - top).sum()) + float(self.w[idx].sum())
+        return width, float(total)
+
+    def restore(self, sliced: list[str], target_log2: float) -> list[str]:
+        """Greedily un-slice indices (cheapest total first) while every intermediate fits."""
+        current = list(sliced)
+        while current:
+            best = None
+            for i in current:
+                trial = set(current) - {i}
+                width, total = self.evaluate(trial)
+                if width <= target_log2 + 1e-9 and (best is None or total < best[0]):
+                    best = (total, i)
+            if best is None:
+                break
+            current.remove(best[1])
+        return current
+
+
+    def extend(self, sliced: list[str], target_log2: float, forbidden: set[str]) -> list[str]:
+        """Greedily slice more indices (cheapest total first) until every tensor fits."""
+        np = self.np
+        current = list(sliced)
+        while True:
+            keep = self.w.copy()
+            keep[[self.col[i] for i in current]] = 0.0
+            sizes = self.nodes @ keep
+            if sizes.max() <= target_log2 + 1e-9:
+                return current
+            widest = self.nodes[np.argmax(sizes)]
+            best = None
+            for j in np.flatnonzero(widest):
+                i = self.names[j]
+                if i in forbidden or i in current:
+                    continue
+                _, total = self.evaluate(set(current) | {i})
+                over = int((sizes - self.nodes[:, j] * self.w[j] > target_log2 + 1e-9).sum())
+                if best is None or (over, total) < best[:2]:
+                    best = (over, total, i)
+            if best is None:
+                raise PlanError(
+                    f"cannot slice this network below 2^{target_log2:.1f} elements per tensor"
+                )
+            current.append(best[2])
+
+
+def slice_from(net: Network, ssa_path, target_size: int, prefer=(), max_repeats: int = 16
+               ) -> list[str]:
+    """Indices to slice along ``ssa_path`` so no intermediate exceeds ``target_size`` elements.
+
+    ``prefer`` is a slicing found together with the path (a slicing-aware
+    search's): slicing-aware trees are cheap only when sliced over those
+    indices, and re-slicing them from scratch can cost orders of magnitude.
+    If the preferred set already fits, indices of it are restored greedily
+    (smallest total cost first) while everything still fits; if it does not,
+    cotengra's slicer adds indices to it. Without ``prefer`` this is
+    :func:`slice_path`.
+    """
+    import math
+
+    import cotengra as ctg
+
+    prefer = [i for i in prefer if i in net.size_dict and i not in set(net.output)]
+    if not prefer:
+        return slice_path(net, ssa_path, target_size, max_repeats)
+    costs = _SliceCosts(net, ssa_path)
+    width, _ = costs.evaluate(set(prefer))
+    target_log2 = math.log2(target_size)
+    if width <= target_log2 + 1e-9:
+        return costs.restore(prefer, target_log2)
+    inputs, output, size_dict, sym = _symbolic(net)
+    names = _names_by_canonical(net)
+    to_sym = {names[j]: s for j, s in enumerate(sym)}
+    tree = ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=ssa_path)
+    for i in prefer:
+        tree.remove_ind_(to_sym[i])
+    tree = _slice(tree, target_size, max_repeats)
+    sym_index = {s: j for j, s in enumerate(sym)}
+    got = [names[sym_index[s]] for s in tree.sliced_inds]
+    # cotengra's slicer measures width its own way on hyper-indices: finish by ours
+    return costs.extend(got, target_log2, set(net.output))
