@@ -6,6 +6,15 @@ library only; Qiskit, quimb, cupy, mpi4py and typer load when first needed.
 
 from __future__ import annotations
 
+import os as _os
+
+# OpenBLAS's worker threads spin for about 2^28 cycles after each call before
+# sleeping. The executor alternates BLAS steps with compiled loops on the same
+# cores, which spinning workers would slow down (measured in BENCHMARKS.md), so
+# ask for a short spin (2^4 cycles). It takes effect only when numpy is loaded
+# after this line, and never overrides a value the user has set.
+_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
 from .api import AmplitudeResult, amplitude, amplitudes, contract, plan
 from .errors import (
     BitstringError,

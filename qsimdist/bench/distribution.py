@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 
@@ -84,6 +85,7 @@ def get_plan(name: str, source: str, kw: dict, seconds: float, dtype: str = "com
 def main(argv: list[str] | None = None) -> list[dict]:
     from qsimdist.hardware import load_profile
     from qsimdist.planner.distribute import compare_strategies
+    from qsimdist.planner.path import _SliceCosts
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="../shared/data")
@@ -99,6 +101,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             continue
         plan, searched = get_plan(name, source, kw, args.search_seconds,
                                   objective=args.objective, processes=args.processes)
+        log2_w, log2_c = _SliceCosts(plan.network, plan.path).evaluate(set())
+        unsliced_cost, unsliced_width = log2_c * math.log10(2), round(log2_w)
         for prof_name, p in TARGETS:
             prof = load_profile(prof_name)
             t = time.perf_counter()
@@ -111,6 +115,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 "devices": p,
                 "log10_cost": plan.stats.log10_cost,
                 "log2_width": plan.stats.max_intermediate.bit_length() - 1,
+                "log10_cost_unsliced": unsliced_cost,
+                "log2_width_unsliced": unsliced_width,
+                "log10_flops_slice_only": math.log10(s["slice_only"]["flops"]),
+                "log10_flops_dp": math.log10(s["dp"]["flops"]),
                 "R_P": report["R_P"],
                 "E_P_dp": s["dp"]["E_P"],
                 "E_P_forced_only": s["forced_only"]["E_P"],
@@ -130,7 +138,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             }
             rows.append(row)
             print(
-                f"{name:<22}{prof_name:>10}{p:>6}  log10C {row['log10_cost']:6.2f}  "
+                f"{name:<22}{prof_name:>10}{p:>6}  log10C {row['log10_cost']:6.2f} "
+                f"(unsliced {unsliced_cost:.2f}, 2^{unsliced_width})  "
                 f"R_P {row['R_P']:9.3g}  E_P dp {row['E_P_dp']:9.3g}  forced "
                 f"{row['E_P_forced_only']:9.3g}  dp<=forced {row['dp_le_forced']}  "
                 f"dp<=slice {row['dp_le_slice']}  {row['tflops_per_device_dp']:.1f} TF/dev  "

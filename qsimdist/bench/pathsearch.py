@@ -3,12 +3,12 @@
     python -m qsimdist.bench.pathsearch n60m24 --minutes 40 --chunk-minutes 10
 
 Each chunk runs cotengra's hyper-optimiser (kahypar + greedy, ``--objective``)
-for ``--chunk-minutes`` on the unsliced network, then slices its best tree
-towards ``2^target_log2`` elements per intermediate (default 2^31: one
-H100's usable memory for two complex64 operands and their output, the
-distribution planner's one-device target) with cotengra's slicing *and*
-subtree reconfiguration. The saved plan's starting point is the workload's
-existing plan, sliced and reconfigured the same way. After each chunk the
+for ``--chunk-minutes`` on the unsliced network, then anneals its best tree
+with slicing scheduled in (cotengra's ``simulated_anneal_tree``, after the
+TreeSA method) towards ``2^target_log2`` elements per intermediate (default
+2^31: one H100's usable memory for two complex64 operands and their output,
+the distribution planner's one-device target). The workload's saved path is
+annealed the same way first. After each chunk the
 best sliced tree so far — its path and its sliced indices — is saved as the
 workload's plan in ``qsimdist/bench/plans/``, so a session that stops
 mid-search keeps what it found. The distribution planner starts every
@@ -29,6 +29,7 @@ from qsimdist.bench.distribution import PLANS, workloads
 
 def main(argv: list[str] | None = None) -> None:
     import cotengra as ctg
+    from cotengra.pathfinders.path_simulated_annealing import simulated_anneal_tree
 
     from qsimdist.frontends import amplitude_network, load
     from qsimdist.network import Network
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--target-log2", type=int, default=31)
     ap.add_argument("--objective", default="combo")
     ap.add_argument("--processes", type=int, default=1)
+    ap.add_argument("--anneal-steps", type=int, default=100, help="temperature steps")
+    ap.add_argument("--anneal-iters", type=int, default=100, help="sweeps per temperature")
+    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
     source, kw = workloads(Path(args.data))[args.workload]
@@ -59,11 +63,15 @@ def main(argv: list[str] | None = None) -> None:
     target = 2**args.target_log2
 
     def finish(tree):
-        """Slice (with reconfiguration) to the target; return the plan."""
-        if tree.max_size() > target:
-            tree = tree.slice_and_reconfigure(
-                target_size=target, step_size=2, reconf_opts={"subtree_size": 10, "maxiter": 200}
-            )
+        """Anneal the (unsliced) tree towards the target with slicing; return the plan.
+
+        cotengra's simulated annealing of the tree with slicing scheduled in
+        (TreeSA-style) beats slicing a fixed tree by orders of magnitude here.
+        """
+        tree = simulated_anneal_tree(
+            tree, tsteps=args.anneal_steps, numiter=args.anneal_iters, minimize="flops",
+            target_size=target, slice_mode="basic", seed=args.seed,
+        )
         sliced = [names[sym_index[x]] for x in tree.sliced_inds]
         ssa = [tuple(int(v) for v in p) for p in tree.get_ssa_path()]
         return build_plan(net, ssa, sliced, "complex64")
@@ -82,8 +90,9 @@ def main(argv: list[str] | None = None) -> None:
             plan.meta.update({
                 "search": (f"cotengra hyper-optimiser (kahypar + greedy, {args.objective}) in "
                            f"chunks of {args.chunk_minutes:g} min on {args.processes} "
-                           f"process(es), each best tree sliced to 2^{args.target_log2} with "
-                           f"subtree reconfiguration; best after {spent:.0f} s"),
+                           f"process(es), each best tree annealed with slicing to 2^{args.target_log2} "
+                           f"(cotengra simulated_anneal_tree, {args.anneal_steps} x "
+                           f"{args.anneal_iters}); best after {spent:.0f} s"),
                 "search_seconds": spent,
                 "search_target_log2": args.target_log2,
             })
@@ -92,12 +101,12 @@ def main(argv: list[str] | None = None) -> None:
 
     if out.exists():
         old = Plan.load(out)
-        tree = ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=old.path)
         if old.sliced and old.meta.get("search_target_log2") == args.target_log2:
             best = old
             print(f"saved plan: log10 cost {old.stats.log10_cost:.3f}", flush=True)
-        else:
-            offer(finish(tree), "saved path, sliced and reconfigured")
+        # anneal from the saved path itself, unsliced
+        tree = ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=old.path)
+        offer(finish(tree), f"saved path (unsliced log10 {math.log10(tree.total_flops()):.2f}), annealed")
     chunk = 0
     while time.perf_counter() - t0 < args.minutes * 60 - 60:
         chunk += 1
