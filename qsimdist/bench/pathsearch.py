@@ -2,8 +2,9 @@
 
     python -m qsimdist.bench.pathsearch n60m24 --minutes 40 --chunk-minutes 10
 
-Each chunk runs cotengra's hyper-optimiser (kahypar + greedy, ``--objective``)
-for ``--chunk-minutes`` on the unsliced network, then anneals its best tree
+Each chunk runs cotengra's hyper-optimiser (kahypar + greedy, ``--objective``,
+scoring each tree sliced and reconfigured to ``2^search_slicing_log2``; the
+cheapest unsliced trees slice badly) for ``--chunk-minutes``, then anneals its best tree
 with slicing scheduled in (cotengra's ``simulated_anneal_tree``, after the
 TreeSA method) towards ``2^target_log2`` elements per intermediate (default
 2^31: one H100's usable memory for two complex64 operands and their output,
@@ -48,6 +49,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--anneal-steps", type=int, default=100, help="temperature steps")
     ap.add_argument("--anneal-iters", type=int, default=100, help="sweeps per temperature")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--search-slicing-log2", type=int, default=33,
+                    help="the hyper-optimiser scores trees sliced (and reconfigured) to this")
     args = ap.parse_args(argv)
 
     source, kw = workloads(Path(args.data))[args.workload]
@@ -63,15 +66,21 @@ def main(argv: list[str] | None = None) -> None:
     target = 2**args.target_log2
 
     def finish(tree):
-        """Anneal the (unsliced) tree towards the target with slicing; return the plan.
-
-        cotengra's simulated annealing of the tree with slicing scheduled in
-        (TreeSA-style) beats slicing a fixed tree by orders of magnitude here.
+        """Slice the (unsliced) tree to the target; return the plan of the cheaper of
+        cotengra's simulated annealing with slicing scheduled in (TreeSA-style) and
+        its slicing with subtree reconfiguration.
         """
-        tree = simulated_anneal_tree(
+        annealed = simulated_anneal_tree(
             tree, tsteps=args.anneal_steps, numiter=args.anneal_iters, minimize="flops",
             target_size=target, slice_mode="basic", seed=args.seed,
         )
+        if tree.max_size() > target:  # annealing varies by seed: also try plain reconfiguration
+            reconf = tree.slice_and_reconfigure(
+                target_size=target, step_size=2, reconf_opts={"subtree_size": 10, "maxiter": 200}
+            )
+            if reconf.total_flops() < annealed.total_flops():
+                annealed = reconf
+        tree = annealed
         sliced = [names[sym_index[x]] for x in tree.sliced_inds]
         ssa = [tuple(int(v) for v in p) for p in tree.get_ssa_path()]
         return build_plan(net, ssa, sliced, "complex64")
@@ -117,8 +126,15 @@ def main(argv: list[str] | None = None) -> None:
                 methods=["kahypar", "greedy"], minimize=args.objective, max_time=secs,
                 max_repeats=1_000_000, parallel=args.processes if args.processes > 1 else False,
                 on_trial_error="ignore", progbar=False,
+                slicing_reconf_opts={"target_size": 2**args.search_slicing_log2,
+                                     "allow_outer": False},
             )
-            tree = opt.search(inputs, output, size_dict)
+            found = opt.search(inputs, output, size_dict)
+            # trees scored sliced anneal far better than the cheapest unsliced ones;
+            # anneal the found path from scratch, unsliced
+            tree = ctg.ContractionTree.from_path(
+                inputs, output, size_dict, ssa_path=found.get_ssa_path()
+            )
         offer(finish(tree), f"chunk {chunk} ({secs:.0f} s, unsliced log10 "
                             f"{math.log10(tree.total_flops()):.2f})")
 

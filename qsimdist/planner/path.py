@@ -234,36 +234,51 @@ class _SliceCosts:
         for s, (a, b) in enumerate(ssa_path):
             cons[s] = nodes[a] | nodes[b]
         # every tensor counts towards the width (leaves too, as in cotengra's max_size)
-        self.nodes, self.cons, self.col = nodes, cons, col
+        self.nodes = nodes.astype(np.float64)
+        self.cons = cons.astype(np.float64)
+        self.col = col
         self.np = np
+
+    def _keep(self, sliced) -> object:
+        keep = self.w.copy()
+        keep[[self.col[i] for i in sliced]] = 0.0
+        return keep
 
     def evaluate(self, sliced: set[str]) -> tuple[float, float]:
         """(log2 largest intermediate per slice, log2 total multiply-adds over all slices)."""
         np = self.np
-        keep = self.w.copy()
-        idx = [self.col[i] for i in sliced]
-        keep[idx] = 0.0
+        keep = self._keep(sliced)
         width = float((self.nodes @ keep).max()) if len(self.nodes) else 0.0
         per = self.cons @ keep
         top = per.max() if len(per) else 0.0
-        total = top + np.log2(np.exp2(per - top).sum()) + float(self.w[idx].sum())
+        total = top + np.log2(np.exp2(per - top).sum()) + float((self.w - keep).sum())
         return width, float(total)
 
     def restore(self, sliced: list[str], target_log2: float) -> list[str]:
-        """Greedily un-slice indices (cheapest total first) while every intermediate fits."""
+        """Greedily un-slice indices (cheapest total first) while every intermediate fits.
+
+        Each round scores every candidate at once: restoring index ``c`` adds
+        ``w_c`` to the log2 size of every tensor and contraction holding it
+        and divides the number of slices by ``2^w_c``.
+        """
+        np = self.np
         current = list(sliced)
         while current:
-            best = None
-            for i in current:
-                trial = set(current) - {i}
-                width, total = self.evaluate(trial)
-                if width <= target_log2 + 1e-9 and (best is None or total < best[0]):
-                    best = (total, i)
-            if best is None:
+            keep = self._keep(current)
+            cols = [self.col[i] for i in current]
+            wc = self.w[cols]
+            sizes = self.nodes @ keep
+            widths = (sizes[:, None] + self.nodes[:, cols] * wc).max(axis=0)
+            per = self.cons @ keep
+            e = np.exp2(per - per.max())
+            grown = e.sum() + (e @ self.cons[:, cols]) * (np.exp2(wc) - 1.0)
+            totals = np.log2(grown) - wc  # up to a constant shared by all candidates
+            totals[widths > target_log2 + 1e-9] = np.inf
+            j = int(np.argmin(totals))
+            if not np.isfinite(totals[j]):
                 break
-            current.remove(best[1])
+            current.pop(j)
         return current
-
 
     def extend(self, sliced: list[str], target_log2: float, forbidden: set[str]) -> list[str]:
         """Greedily slice more indices (cheapest total first) until every tensor fits."""
