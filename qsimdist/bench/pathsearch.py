@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
             plan.meta.update({
                 "search": (f"cotengra hyper-optimiser (kahypar + greedy, {args.objective}) in "
                            f"chunks of {args.chunk_minutes:g} min on {args.processes} "
-                           f"process(es), each best tree annealed with slicing to 2^{args.target_log2} "
+                           f"process(es), each best tree annealed with slicing to "
+                           f"2^{args.target_log2} "
                            f"(cotengra simulated_anneal_tree, {args.anneal_steps} x "
                            f"{args.anneal_iters}); best after {spent:.0f} s"),
                 "search_seconds": spent,
@@ -115,7 +116,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"saved plan: log10 cost {old.stats.log10_cost:.3f}", flush=True)
         # anneal from the saved path itself, unsliced
         tree = ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=old.path)
-        offer(finish(tree), f"saved path (unsliced log10 {math.log10(tree.total_flops()):.2f}), annealed")
+        unsliced = math.log10(tree.total_flops())
+        offer(finish(tree), f"saved path (unsliced log10 {unsliced:.2f}), annealed")
     chunk = 0
     while time.perf_counter() - t0 < args.minutes * 60 - 60:
         chunk += 1
