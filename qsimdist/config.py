@@ -88,9 +88,18 @@ def default_memory_limit() -> int | None:
 
 
 def format_bytes(n: float) -> str:
-    """Human-readable binary size, e.g. ``1.50 GiB``."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(n) < 1024 or unit == "PiB":
+    """Human-readable binary size, e.g. ``1.50 GiB`` (scientific past the YiB range)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"):
+        if abs(n) < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
         n /= 1024
-    raise AssertionError("unreachable")
+    return f"{n * 1024.0**9:.2e} B"
+
+
+def format_count(n: int) -> str:
+    """A count that stays short: exact below a million, ``2^k`` for powers of two, else ``1.2e+09``."""
+    if n < 10**6:
+        return str(n)
+    if n & (n - 1) == 0:
+        return f"2^{n.bit_length() - 1}"
+    return f"{n:.2e}"

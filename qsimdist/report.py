@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .config import format_bytes
+from .config import format_bytes, format_count
 from .hardware import load_profile
 from .planner.distribute import Schedule, compare_strategies
 from .planner.plan import Plan
@@ -31,14 +31,15 @@ def format_report(report: dict) -> str:
         f"profile {report['profile']}, {report['devices']} devices: "
         f"total {report['flops']:.3e} FLOPs (dp), log10 cost {report['log10_cost']:.2f}, "
         f"R_P = {report['R_P']:.2f}",
-        f"{'strategy':<12}{'time':>12}{'E_P':>9}{'group':>7}{'slices':>9}{'comm':>12}"
+        f"{'strategy':<12}{'time':>12}{'E_P':>9}{'group':>7}{'slices':>11}{'comm':>13}"
         f"{'comm %':>8}{'peak/dev':>12}{'redis':>7}{'TFLOP/s/dev':>13}",
     ]
     for name in STRATEGIES:
         s = report["strategies"][name]
         lines.append(
             f"{name:<12}{_seconds(s['time_s']):>12}{s['E_P']:>9.2f}{s['group_size']:>7}"
-            f"{s['n_slices']:>9}{format_bytes(s['comm_bytes']):>12}{100 * s['comm_share']:>7.1f}%"
+            f" {format_count(s['n_slices']):>10} {format_bytes(s['comm_bytes']):>12}"
+            f"{100 * s['comm_share']:>7.1f}%"
             f"{format_bytes(s['peak_bytes_per_device']):>12}{s['n_redistributions']:>7}"
             f"{s['tflops_per_device']:>13.2f}"
         )

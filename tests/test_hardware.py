@@ -401,3 +401,15 @@ def test_profiles_found_in_installed_layout(tmp_path):
     assert module_file.startswith(str(site)), module_file
     assert Path(folder) == site / "qsimdist" / "backends"
     assert names.split(",") == list(BUNDLED)
+
+
+def test_sizes_and_counts_stay_readable():
+    from qsimdist.config import format_bytes, format_count
+
+    assert format_bytes(512) == "512 B"
+    assert format_bytes(1.5 * 2**30) == "1.50 GiB"
+    assert format_bytes(3 * 2**60) == "3.00 EiB"
+    assert format_bytes(2.0**90) == "1.24e+27 B"  # past YiB: scientific, not a 20-digit PiB
+    assert format_count(999_999) == "999999"
+    assert format_count(2**45) == "2^45"
+    assert format_count(3 * 10**9) == "3.00e+09"

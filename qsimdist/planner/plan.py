@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .._fileio import atomic_write_text
-from ..config import check_dtype, format_bytes
+from ..config import check_dtype, format_bytes, format_count
 from ..errors import InvalidInputError, PlanError, PlanFormatError
 from ..network import Network
 from .lifetime import Layouts, LocalCosts, Step, lifetime_order
@@ -82,7 +82,7 @@ class Plan:
         kinds = ", ".join(f"{v} {k}" for k, v in sorted(s.kernel_counts.items()))
         return (
             f"tensors {self.network.num_tensors}, steps {s.n_steps} ({kinds}), "
-            f"log10 cost {s.log10_cost:.2f}, flops {s.flops:.3e}, slices {s.n_slices}, "
+            f"log10 cost {s.log10_cost:.2f}, flops {s.flops:.3e}, slices {format_count(s.n_slices)}, "
             f"largest intermediate 2^{math.log2(max(s.max_intermediate, 1)):.1f} elements, "
             f"peak memory {format_bytes(s.peak_bytes)}, transposed {format_bytes(s.transposed_bytes)} "
             f"({s.steps_without_transpose}/{s.n_steps} steps without), expanded "
