@@ -97,12 +97,12 @@ def main(argv: list[str] | None = None) -> None:
         if better:
             spent = time.perf_counter() - t0
             plan.meta.update({
-                "search": (f"cotengra hyper-optimiser (kahypar + greedy, {args.objective}) in "
-                           f"chunks of {args.chunk_minutes:g} min on {args.processes} "
-                           f"process(es), each best tree annealed with slicing to "
-                           f"2^{args.target_log2} "
-                           f"(cotengra simulated_anneal_tree, {args.anneal_steps} x "
-                           f"{args.anneal_iters}); best after {spent:.0f} s"),
+                "search": (f"{label}; sliced to 2^{args.target_log2} by the cheaper of cotengra "
+                           f"simulated_anneal_tree ({args.anneal_steps} x {args.anneal_iters}, "
+                           f"seed {args.seed}) and slice_and_reconfigure; hyper-optimiser "
+                           f"chunks: kahypar + greedy, {args.objective}, scored sliced to "
+                           f"2^{args.search_slicing_log2}, {args.chunk_minutes:g} min on "
+                           f"{args.processes} process(es); best after {spent:.0f} s"),
                 "search_seconds": spent,
                 "search_target_log2": args.target_log2,
             })
