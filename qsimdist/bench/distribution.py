@@ -44,30 +44,36 @@ def workloads(data: Path) -> dict[str, tuple[str, dict]]:
     }
 
 
+def workload_network(source: str, kw: dict):
+    """The (simplified) network of a workload: a network file as is, a circuit's amplitude."""
+    from qsimdist.frontends import amplitude_network, load
+    from qsimdist.network import Network
+    from qsimdist.planner.simplify import simplify
+
+    obj = load(source)
+    if isinstance(obj, Network):
+        return obj
+    return simplify(amplitude_network(obj, kw["bitstrings"], kw.get("order", "qiskit")))
+
+
 def get_plan(name: str, source: str, kw: dict, seconds: float, dtype: str = "complex64",
              target_log2: int = 33, objective: str = "flops", processes: int = 1):
     """The saved plan of a workload, or a new one from a slicing-aware path search.
 
     The search (cotengra's hyper-optimiser with slicing reconfiguration
     towards ``2^target_log2`` elements, one H100's worth of complex64) looks
-    for trees that stay cheap once sliced; the plan is saved unsliced, since
-    the distribution planner slices it again for each device count.
+    for trees that stay cheap once sliced; this plan is saved unsliced, so the
+    distribution planner slices it afresh for each device count.
+    ``qsimdist.bench.pathsearch`` saves plans with their slicing instead.
     """
-    from qsimdist.frontends import amplitude_network, load
-    from qsimdist.network import Network
     from qsimdist.planner.path import PathOptions, find_path
     from qsimdist.planner.plan import Plan, build_plan
-    from qsimdist.planner.simplify import simplify
 
     path = PLANS / f"{name}.json"
     if path.exists():
         return Plan.load(path), 0.0
     t = time.perf_counter()
-    obj = load(source)
-    if isinstance(obj, Network):
-        net = obj
-    else:
-        net = simplify(amplitude_network(obj, kw["bitstrings"], kw.get("order", "qiskit")))
+    net = workload_network(source, kw)
     opts = PathOptions(max_repeats=100_000, max_time=seconds, minimize=objective,
                        parallel=processes if processes > 1 else False)
     res = find_path(net, opts, target_size=2**target_log2)

@@ -25,18 +25,15 @@ import time
 import warnings
 from pathlib import Path
 
-from qsimdist.bench.distribution import PLANS, workloads
+from qsimdist.bench.distribution import PLANS, workload_network, workloads
 
 
 def main(argv: list[str] | None = None) -> None:
     import cotengra as ctg
     from cotengra.pathfinders.path_simulated_annealing import simulated_anneal_tree
 
-    from qsimdist.frontends import amplitude_network, load
-    from qsimdist.network import Network
-    from qsimdist.planner.path import _names_by_canonical, _symbolic
+    from qsimdist.planner.path import _symbolic, sliced_names
     from qsimdist.planner.plan import Plan, build_plan
-    from qsimdist.planner.simplify import simplify
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workload")
@@ -54,15 +51,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     source, kw = workloads(Path(args.data))[args.workload]
-    obj = load(source)
-    if isinstance(obj, Network):
-        net = obj
-    else:
-        net = simplify(amplitude_network(obj, kw["bitstrings"], kw.get("order", "qiskit")))
+    net = workload_network(source, kw)
     out = PLANS / f"{args.workload}.json"
-    inputs, output, size_dict, sym = _symbolic(net)
-    names = _names_by_canonical(net)
-    sym_index = {x: j for j, x in enumerate(sym)}
+    inputs, output, size_dict, _ = _symbolic(net)
     target = 2**args.target_log2
 
     def finish(tree):
@@ -81,9 +72,8 @@ def main(argv: list[str] | None = None) -> None:
             if reconf.total_flops() < annealed.total_flops():
                 annealed = reconf
         tree = annealed
-        sliced = [names[sym_index[x]] for x in tree.sliced_inds]
         ssa = [tuple(int(v) for v in p) for p in tree.get_ssa_path()]
-        return build_plan(net, ssa, sliced, "complex64")
+        return build_plan(net, ssa, sliced_names(net, tree), "complex64")
 
     best = None
     t0 = time.perf_counter()

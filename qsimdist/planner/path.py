@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from .._fileio import atomic_write_text
 from ..errors import InvalidInputError, PlanError
@@ -106,6 +109,14 @@ def _names_by_canonical(net: Network) -> list[str]:
         for i in term:
             names.setdefault(i, len(names))
     return sorted(names, key=names.__getitem__)
+
+
+def sliced_names(net: Network, tree) -> list[str]:
+    """The network's names of the indices a cotengra tree over ``_symbolic(net)`` slices."""
+    names = _names_by_canonical(net)
+    _, _, _, sym = _symbolic(net)
+    sym_index = {s: i for i, s in enumerate(sym)}
+    return [names[sym_index[s]] for s in tree.sliced_inds]
 
 
 def find_path(
@@ -204,9 +215,7 @@ def slice_path(net: Network, ssa_path, target_size: int, max_repeats: int = 16) 
     tree = ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=ssa_path)
     if tree.max_size() > target_size:
         tree = _slice(tree, target_size, max_repeats)
-    names = _names_by_canonical(net)
-    sym_index = {s: i for i, s in enumerate(sym)}
-    return [names[sym_index[s]] for s in tree.sliced_inds]
+    return sliced_names(net, tree)
 
 
 class _SliceCosts:
@@ -218,8 +227,6 @@ class _SliceCosts:
     """
 
     def __init__(self, net: Network, ssa_path) -> None:
-        import numpy as np
-
         from .lifetime import _death_steps
 
         legs, _, _ = _death_steps(net.inputs, net.output, ssa_path, set())
@@ -237,7 +244,6 @@ class _SliceCosts:
         self.nodes = nodes.astype(np.float64)
         self.cons = cons.astype(np.float64)
         self.col = col
-        self.np = np
 
     def _keep(self, sliced) -> object:
         keep = self.w.copy()
@@ -246,7 +252,6 @@ class _SliceCosts:
 
     def evaluate(self, sliced: set[str]) -> tuple[float, float]:
         """(log2 largest intermediate per slice, log2 total multiply-adds over all slices)."""
-        np = self.np
         keep = self._keep(sliced)
         width = float((self.nodes @ keep).max()) if len(self.nodes) else 0.0
         per = self.cons @ keep
@@ -261,7 +266,6 @@ class _SliceCosts:
         ``w_c`` to the log2 size of every tensor and contraction holding it
         and divides the number of slices by ``2^w_c``.
         """
-        np = self.np
         current = list(sliced)
         while current:
             keep = self._keep(current)
@@ -282,12 +286,9 @@ class _SliceCosts:
 
     def extend(self, sliced: list[str], target_log2: float, forbidden: set[str]) -> list[str]:
         """Greedily slice more indices (cheapest total first) until every tensor fits."""
-        np = self.np
         current = list(sliced)
         while True:
-            keep = self.w.copy()
-            keep[[self.col[i] for i in current]] = 0.0
-            sizes = self.nodes @ keep
+            sizes = self.nodes @ self._keep(current)
             if sizes.max() <= target_log2 + 1e-9:
                 return current
             widest = self.nodes[np.argmax(sizes)]
@@ -319,8 +320,6 @@ def slice_from(net: Network, ssa_path, target_size: int, prefer=(), max_repeats:
     cotengra's slicer adds indices to it. Without ``prefer`` this is
     :func:`slice_path`.
     """
-    import math
-
     import cotengra as ctg
 
     prefer = [i for i in prefer if i in net.size_dict and i not in set(net.output)]
@@ -338,7 +337,5 @@ def slice_from(net: Network, ssa_path, target_size: int, prefer=(), max_repeats:
     for i in prefer:
         tree.remove_ind_(to_sym[i])
     tree = _slice(tree, target_size, max_repeats)
-    sym_index = {s: j for j, s in enumerate(sym)}
-    got = [names[sym_index[s]] for s in tree.sliced_inds]
     # cotengra's slicer measures width its own way on hyper-indices: finish by ours
-    return costs.extend(got, target_log2, set(net.output))
+    return costs.extend(sliced_names(net, tree), target_log2, set(net.output))
