@@ -9,6 +9,31 @@ The CLI turns any ``QsimdistError`` into one line on stderr and exit code 2.
 from __future__ import annotations
 
 
+def shorten(value: object, limit: int = 100) -> str:
+    """``repr(value)`` for an error message, cut to about ``limit`` characters.
+
+    A long value keeps its first characters, then an ellipsis and its total
+    length, e.g. ``'aaaa…' (200000000 chars)``, so that a huge input never
+    makes a huge message. Strings are measured in characters, other values in
+    the characters of their ``repr``; a string is sliced before ``repr`` so a
+    200 MB string is never copied whole.
+    """
+    limit = max(int(limit), 8)
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        head = repr(value[:limit])[: limit + 1]  # escapes can make the repr longer
+        return f"{head}…{head[0]} ({len(value)} chars)"
+    if isinstance(value, (bytes, bytearray)):
+        if len(value) <= limit:
+            return repr(bytes(value))
+        return f"{bytes(value[:limit])!r}… ({len(value)} bytes)"
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} chars)"
+
+
 class QsimdistError(Exception):
     """Root of every error raised by qsimdist on purpose."""
 
@@ -60,4 +85,5 @@ __all__ = [
     "ProfileError",
     "QsimdistError",
     "UnsupportedInstructionError",
+    "shorten",
 ]
