@@ -188,15 +188,13 @@ def plan(
         from .hardware import load_profile
         from .report import distribution_report, format_report, plot_schedule
 
+        from .planner.distribution import scheduled_plan
+
         prof = load_profile(profile)
         p_devices = devices if devices is not None else prof.devices_per_node
         report, schedules = distribution_report(p, prof, p_devices)
-        p.meta["distribution"] = {
-            "profile": prof.name,
-            "devices": p_devices,
-            "report": report,
-            "steps": [a.to_dict() for a in schedules["dp"].annotations],
-        }
+        # the plan written is the one the dp schedule runs: its slicing, with the schedule
+        p = scheduled_plan(p, schedules["dp"])
         if plot is not None:
             plot_schedule(p, schedules["dp"], plot)
     if output is not None:

@@ -1,9 +1,10 @@
 """The distribution report of ``qsimdist plan --profile NAME --devices P``.
 
-Side by side for one path: dp, forced-only and slice-only predicted times,
-E_P (slice-only time / strategy time), R_P (slice-only FLOPs / distributed
-FLOPs), communication, per-device peak memory and redistributions; and a plot
-of the dp schedule per step.
+Side by side for one path: every registered strategy's *predicted* time
+(split into compute, link and pack/unpack), E_P (slice-only time / strategy
+time), R_P (slice-only FLOPs / executed FLOPs, replicated work included),
+communication, per-device peak memory and redistributions; and a plot of the
+dp schedule per step. Every number here is a prediction of the cost model.
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ from pathlib import Path
 
 from .config import format_bytes, format_count
 from .hardware import load_profile
-from .planner.distribute import Schedule, compare_strategies
+from .planner.distribution import PREDICTED_NOTE, Schedule, compare_strategies
 from .planner.plan import Plan
-
-STRATEGIES = ("dp", "forced_only", "slice_only")
 
 
 def distribution_report(plan: Plan, profile: str, devices: int) -> tuple[dict, dict[str, Schedule]]:
@@ -26,23 +25,27 @@ def distribution_report(plan: Plan, profile: str, devices: int) -> tuple[dict, d
 
 
 def format_report(report: dict) -> str:
-    """A plain-text table of :func:`distribution_report`."""
+    """A plain-text table of :func:`distribution_report`, every model output labelled predicted."""
+    pred = report["predicted"]
     lines = [
-        f"profile {report['profile']}, {report['devices']} devices: "
-        f"total {report['flops']:.3e} FLOPs (dp), log10 cost {report['log10_cost']:.2f}, "
-        f"R_P = {report['R_P']:.2f}",
-        f"{'strategy':<12}{'time':>12}{'E_P':>9}{'group':>7}{'slices':>11}{'comm':>13}"
-        f"{'comm %':>8}{'peak/dev':>12}{'redis':>7}{'TFLOP/s/dev':>13}",
+        f"profile {report['profile']}, {report['devices']} devices, "
+        f"{format_bytes(report['usable_memory_per_device'])} usable per device",
+        f"PREDICTED by the cost model (not measured): dp E_P = {pred['E_P']:.3g}, "
+        f"R_P = {pred['R_P']:.3g}",
+        f"{'strategy':<12}{'pred. time':>12}{'compute':>12}{'link':>12}{'pack':>12}{'E_P':>9}"
+        f"{'R_P':>9}{'log10 cost':>11}{'group':>7}{'slices':>9}{'sent/dev':>12}{'peak/dev':>12}{'redis':>7}"
+        f"{'TFLOP/s/dev':>13}",
     ]
-    for name in STRATEGIES:
-        s = report["strategies"][name]
+    for name, s in pred["strategies"].items():
         lines.append(
-            f"{name:<12}{_seconds(s['time_s']):>12}{s['E_P']:>9.2f}{s['group_size']:>7}"
-            f" {format_count(s['n_slices']):>10} {format_bytes(s['comm_bytes']):>12}"
-            f"{100 * s['comm_share']:>7.1f}%"
+            f"{name:<12}{_seconds(s['seconds']):>12}{_seconds(s['compute_seconds']):>12}"
+            f"{_seconds(s['comm_seconds']):>12}{_seconds(s['pack_seconds']):>12}"
+            f"{s['E_P']:>9.3g}{s['R_P']:>9.3g}{s['log10_cost']:>11.2f}{s['group_size']:>7}"
+            f"{format_count(s['n_slices']):>9}{format_bytes(s['comm_bytes_per_device']):>12}"
             f"{format_bytes(s['peak_bytes_per_device']):>12}{s['n_redistributions']:>7}"
-            f"{s['tflops_per_device']:>13.2f}"
+            f"{s['tflops_per_device']:>13.3g}"
         )
+    lines.append(f"({PREDICTED_NOTE})")
     return "\n".join(lines)
 
 
@@ -51,9 +54,11 @@ def _seconds(t: float) -> str:
         return f"{t / (86400 * 365):.3g} y"
     if t >= 86400:
         return f"{t / 86400:.3g} d"
-    if t >= 1:
+    if t >= 1 or t == 0:
         return f"{t:.3g} s"
-    return f"{t * 1e3:.3g} ms"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3g} ms"
+    return f"{t * 1e6:.3g} us"
 
 
 def plot_schedule(plan: Plan, sched: Schedule, path: str | Path) -> Path:
@@ -71,19 +76,21 @@ def plot_schedule(plan: Plan, sched: Schedule, path: str | Path) -> Path:
     steps = list(range(len(plan.steps)))
     itemsize = 16 if plan.dtype == "complex128" else 8
     tensor = [math.prod(s.out_view) * itemsize for s in plan.steps]
-    live = [a.live_bytes_per_device for a in sched.annotations]
-    secs = [a.compute_seconds + a.comm_seconds for a in sched.annotations]
+    live = [r.live_bytes for r in sched.steps]
+    secs = [r.predicted_compute_seconds + r.predicted_comm_seconds + r.predicted_pack_seconds
+            for r in sched.steps]
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
     ax1.semilogy(steps, tensor, label="output tensor (bytes, whole)")
-    ax1.semilogy(steps, live, label="live memory per device (bytes)")
-    red = [k for k, a in enumerate(sched.annotations) if a.action == "redistribute"]
+    ax1.semilogy(steps, live, label="live memory per device (bytes, predicted)")
+    ax1.axhline(sched.usable_memory, color="black", lw=0.8, ls="--", label="usable per device")
+    red = [k for k, r in enumerate(sched.steps) if r.action.value == "redistribute"]
     for k in red:
         ax1.axvline(k, color="red", alpha=0.3, lw=0.8)
     ax1.set_ylabel("bytes")
     ax1.legend(loc="upper left")
     ax1.set_title(
         f"{sched.strategy} on {sched.devices} devices (groups of {sched.group_size}); "
-        f"red: {len(red)} redistributions"
+        f"red: {len(red)} redistributions (predicted)"
     )
     ax2.semilogy(steps, [max(s, 1e-12) for s in secs], ".", label="predicted seconds per step")
     ax2.set_xlabel("step")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from qsimdist.executors import kernels
-from qsimdist.planner.lifetime import LocalCosts, _gemm_step
+from qsimdist.planner.lifetime import LocalCosts, gemm_step
 from qsimdist.planner.path import PathOptions
 from qsimdist.planner.plan import make_plan
 
@@ -76,7 +76,7 @@ def test_kernel_choice_prefers_cheaper_option():
     size["c"] = 2**10
     la, lb = ("p", "q", "k"), ("a", "c", "d", "k")
     lc = ("a", "p", "c", "q", "d")
-    step = _gemm_step(0, 1, 2, la, lb, lc, size, 8)
+    step = gemm_step(0, 1, 2, la, lb, lc, size, 8)
     assert step.kernel in ("broadcast", "transpose")
     assert not (step.kernel == "broadcast" and not step.loop and step.batch > 1000)
 
@@ -105,8 +105,8 @@ def test_large_gemm_shape_prefers_one_gemm_and_permutation():
     # x: gate-like (p q r m | k); y: big (A B C j | k); output interleaves them
     la, lb = ("p", "q", "r", "a", "k"), ("A", "B", "C", "j", "k")
     lc = ("A", "p", "B", "q", "C", "r", "a", "j")
-    step = _gemm_step(0, 1, 2, la, lb, lc, size, 8)
+    step = gemm_step(0, 1, 2, la, lb, lc, size, 8)
     assert step.kernel == "transpose"
     assert step.tmp_shape == (1, 16, 16 * 32 * 4 * 1024)
-    quick = _gemm_step(0, 1, 2, la, lb, lc, size, 8, LocalCosts(transpose_margin=1e9))
+    quick = gemm_step(0, 1, 2, la, lb, lc, size, 8, LocalCosts(transpose_margin=1e9))
     assert quick.kernel == "broadcast"  # the margin keeps close calls permutation-free

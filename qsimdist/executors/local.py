@@ -88,7 +88,7 @@ class BufferPool:
         self.held += nbytes
 
 
-def _load_leaf(plan: Plan, k: int, assignment: dict[str, int], xp, dtype):
+def load_leaf(plan: Plan, k: int, assignment: dict[str, int], xp, dtype):
     net = plan.network
     term = net.inputs[k]
     arr = np.asarray(net.arrays[k])
@@ -164,7 +164,7 @@ def contract_slice(plan: Plan, assignment: dict[str, int], xp, pool: BufferPool,
     n = plan.network.num_tensors
     nodes: dict[int, object] = {}
     for k in range(n):
-        nodes[k] = _load_leaf(plan, k, assignment, xp, dtype)
+        nodes[k] = load_leaf(plan, k, assignment, xp, dtype)
     for step in plan.steps:
         a, b = nodes.pop(step.lhs), nodes.pop(step.rhs)
         nodes[step.out] = run_step(step, a, b, xp, pool)

@@ -185,7 +185,7 @@ def lifetime_order(
     for s, (a, b) in enumerate(ssa_path):
         node = n_leaves + s
         la, lb, lc = layout(a), layout(b), layout(node)
-        step = _gemm_step(a, b, node, la, lb, lc, size_dict, itemsize, costs)
+        step = gemm_step(a, b, node, la, lb, lc, size_dict, itemsize, costs)
         transposed += step.transposed_bytes
         expanded += step.expanded_bytes
         size_a, size_b, size_c = nelem(la), nelem(lb), nelem(lc)
@@ -266,7 +266,7 @@ class LocalCosts:
 DEFAULT_COSTS = LocalCosts()
 
 
-def _gemm_step(
+def gemm_step(
     a: int,
     b: int,
     node: int,

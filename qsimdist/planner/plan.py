@@ -26,10 +26,11 @@ from .lifetime import Layouts, LocalCosts, Step, lifetime_order
 from .path import PathOptions, find_path, slice_path
 
 SCHEMA = "qsimdist.plan"
-#: version 2 adds meta["distribution"] (the annotated schedule of 'plan --profile');
-#: version 1 plans still load.
-VERSION = 2
-READABLE_VERSIONS = (1, 2)
+#: version 2 added meta["distribution"] (a per-step annotation, now ignored on load);
+#: version 3 holds a complete distributed schedule under "distribution" (see
+#: qsimdist.planner.distribution.schedule). Versions 1 and 2 still load.
+VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 
 @dataclass
@@ -65,6 +66,8 @@ class Plan:
     steps: list[Step]
     stats: PlanStats
     meta: dict = field(default_factory=dict)
+    #: a distributed schedule (qsimdist.planner.distribution.Schedule) or None
+    schedule: object | None = None
 
     # ----------------------------------------------------------------- run
     def execute(self, backend: str = "numpy", progress=None, executor: str = "local"):
@@ -109,6 +112,8 @@ class Plan:
             "stats": self.stats.to_dict(),
             "meta": self.meta,
         }
+        if self.schedule is not None:
+            d["distribution"] = self.schedule.to_dict()
         if include_arrays and net.arrays is not None:
             d["network"]["arrays"] = [_encode_array(a) for a in net.arrays]
         return d
@@ -186,13 +191,24 @@ def _plan_from_dict(d: object, source: str) -> Plan:
         raise PlanFormatError(f"{source}: missing or malformed field ({exc!r})") from None
     # Re-derive layouts and steps from the path rather than trusting them, then
     # check that the file agrees (a tampered or stale file is refused).
-    plan = build_plan(net, path, sliced, dtype, meta=d.get("meta") or {})
+    meta = d.get("meta") or {}
+    if version == 2 and isinstance(meta, dict):
+        # v2's per-step annotations described a schedule that could not run as written
+        meta = {k: v for k, v in meta.items() if k != "distribution"}
+    plan = build_plan(net, path, sliced, dtype, meta=meta)
     stored = d.get("steps")
     if not isinstance(stored, list) or len(stored) != len(plan.steps):
         raise PlanFormatError(f"{source}: field 'steps' does not match the path")
     for k, (s, st) in enumerate(zip(stored, plan.steps)):
         if not isinstance(s, dict) or list(s.get("out_modes", [])) != list(st.out_modes):
             raise PlanFormatError(f"{source}: steps[{k}].out_modes does not match the path")
+    if version >= 3 and d.get("distribution") is not None:
+        # lazy: the distribution package imports this module
+        from .distribution import Schedule, replay
+
+        sched = Schedule.from_dict(d["distribution"], f"{source}: distribution")
+        replay(plan, sched, source=f"{source}: distribution")
+        plan.schedule = sched
     return plan
 
 
