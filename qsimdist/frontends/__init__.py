@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import CircuitParseError, InvalidInputError
+from ..errors import CircuitParseError, InvalidInputError, shorten
 from ..network import Network, load_network
 from .circuit import (
     Gate,
@@ -59,11 +59,12 @@ def load(source) -> GateCircuit | Network:
         reader = FILE_READERS.get(path.suffix.lower())
         if reader is None:
             valid = ", ".join(FILE_READERS)
-            raise CircuitParseError(f"cannot tell the format of {path}: suffix must be one of {valid}")
-        if not path.exists():
-            raise CircuitParseError(f"no such file: {path}")
-        if path.is_dir():
-            raise CircuitParseError(f"{path} is a folder, not a circuit file")
+            raise CircuitParseError(
+                f"cannot tell the format of {shorten(str(path))}: suffix must be one of {valid}"
+            )
+        # Each reader opens the file itself through qsimdist._fileio, which reads
+        # regular files only (no FIFO or device), under the size cap, and tells a
+        # missing file from a folder or a symlink loop.
         return reader(path)
     module = type(source).__module__ or ""
     if module.startswith("qiskit"):

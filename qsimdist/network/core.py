@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, shorten
 
 Index = str
 
@@ -47,19 +47,19 @@ class Network:
         for k, term in enumerate(self.inputs):
             for i in term:
                 if i not in self.size_dict:
-                    raise InvalidInputError(f"index {i!r} of tensor {k} has no entry in size_dict")
+                    raise InvalidInputError(f"index {shorten(i)} of tensor {k} has no entry in size_dict")
             if len(set(term)) != len(term):
                 raise InvalidInputError(
-                    f"tensor {k} repeats an index {term}; take the trace or diagonal first"
+                    f"tensor {k} repeats an index {shorten(term)}; take the trace or diagonal first"
                 )
         for i in self.output:
             if i not in seen:
-                raise InvalidInputError(f"output index {i!r} appears on no tensor")
+                raise InvalidInputError(f"output index {shorten(i)} appears on no tensor")
         if len(set(self.output)) != len(self.output):
-            raise InvalidInputError(f"output repeats an index: {self.output}")
+            raise InvalidInputError(f"output repeats an index: {shorten(self.output)}")
         for i, d in self.size_dict.items():
             if d < 1:
-                raise InvalidInputError(f"index {i!r} has extent {d}; extents must be >= 1")
+                raise InvalidInputError(f"index {shorten(i)} has extent {d}; extents must be >= 1")
         if self.arrays is not None:
             if len(self.arrays) != len(self.inputs):
                 raise InvalidInputError(
@@ -69,8 +69,8 @@ class Network:
                 want = tuple(self.size_dict[i] for i in term)
                 if tuple(arr.shape) != want:
                     raise InvalidInputError(
-                        f"array {k} has shape {tuple(arr.shape)} but its indices {term} "
-                        f"need {want}"
+                        f"array {k} has shape {tuple(arr.shape)} but its indices {shorten(term)} "
+                        f"need {shorten(want)}"
                     )
 
     # -------------------------------------------------------------- properties

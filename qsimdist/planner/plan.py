@@ -128,15 +128,19 @@ class Plan:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Plan:
+        """Read a plan file; only a regular file under the size cap is read.
+
+        A FIFO, device, folder, symlink loop, oversized file, invalid or too
+        deeply nested JSON, or a bad field gives one :class:`PlanFormatError` line.
+        """
+        from .._fileio import read_regular_bytes
+        from ..network.io import parse_json_text
+
         path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise PlanFormatError(f"no such plan file: {path}") from None
-        except IsADirectoryError:
-            raise PlanFormatError(f"{path} is a folder, not a plan file") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise PlanFormatError(f"{path}: not valid JSON ({exc})") from None
+        if not os.path.lexists(path):
+            raise PlanFormatError(f"no such plan file: {path}")
+        raw = read_regular_bytes(path, "qsimdist plan", PlanFormatError)
+        data = parse_json_text(raw, str(path), "the plan", PlanFormatError)
         return _plan_from_dict(data, str(path))
 
 
@@ -159,6 +163,55 @@ def _decode_array(d: dict, where: str) -> np.ndarray:
         return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
     except (KeyError, TypeError, ValueError) as exc:
         raise PlanFormatError(f"{where}: bad array ({exc})") from None
+
+
+def _check_meta(meta: object, source: str, n_open: int | None = None) -> None:
+    """Validate a plan file's ``meta``: an object whose known keys have valid values.
+
+    ``bitstring`` is a string of 0, 1 and ``*`` (``n_qubits`` characters when
+    that is given, one ``*`` per open output index when ``n_open`` is given),
+    ``n_qubits`` a non-negative integer, ``order`` qiskit or natural; other
+    keys pass unchecked. A missing or null ``meta`` is an empty one.
+    """
+    from ..config import ORDERS
+    from ..errors import shorten
+
+    if meta is None:
+        return
+    if not isinstance(meta, dict):
+        raise PlanFormatError(f"{source}: field 'meta' must be a JSON object, got {shorten(meta)}")
+    n_qubits = meta.get("n_qubits")
+    if "n_qubits" in meta and (
+        not isinstance(n_qubits, int) or isinstance(n_qubits, bool) or n_qubits < 0
+    ):
+        raise PlanFormatError(
+            f"{source}: field 'meta.n_qubits' must be a non-negative integer, got {shorten(n_qubits)}"
+        )
+    if "order" in meta and meta["order"] not in ORDERS:
+        raise PlanFormatError(
+            f"{source}: field 'meta.order' is {shorten(meta['order'])}; valid: {', '.join(ORDERS)}"
+        )
+    if "bitstring" in meta:
+        bits = meta["bitstring"]
+        if not isinstance(bits, str):
+            raise PlanFormatError(
+                f"{source}: field 'meta.bitstring' must be a string of 0, 1 and *, got {shorten(bits)}"
+            )
+        if set(bits) - set("01*"):
+            raise PlanFormatError(
+                f"{source}: field 'meta.bitstring' {shorten(bits)} has characters other than "
+                "0, 1 and *"
+            )
+        if n_qubits is not None and len(bits) != n_qubits:
+            raise PlanFormatError(
+                f"{source}: field 'meta.bitstring' has {len(bits)} characters but "
+                f"meta.n_qubits is {n_qubits}"
+            )
+        if n_open is not None and bits.count("*") != n_open:
+            raise PlanFormatError(
+                f"{source}: field 'meta.bitstring' leaves {bits.count('*')} qubits open (*) but "
+                f"the network has {n_open} open output indices"
+            )
 
 
 def _plan_from_dict(d: object, source: str) -> Plan:
@@ -189,6 +242,7 @@ def _plan_from_dict(d: object, source: str) -> Plan:
         raise PlanFormatError(f"{source}: field 'network': {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise PlanFormatError(f"{source}: missing or malformed field ({exc!r})") from None
+    _check_meta(d.get("meta"), source, n_open=len(net.output))
     # Re-derive layouts and steps from the path rather than trusting them, then
     # check that the file agrees (a tampered or stale file is refused).
     meta = d.get("meta") or {}
