@@ -88,9 +88,25 @@ def get_plan(name: str, source: str, kw: dict, seconds: float, dtype: str = "com
     return plan, elapsed
 
 
+def fraction_study(plan, prof, p: int) -> dict:
+    """Predicted dp seconds with the sharding threshold fixed at each fraction, and swept."""
+    from qsimdist.planner.distribution import BIG_FRACTIONS, schedule
+
+    out = {}
+    cache: dict = {}
+    views: dict = {}
+    for frac in BIG_FRACTIONS:
+        try:
+            out[str(frac)] = schedule(plan, prof, p, "dp", big_fractions=(frac,),
+                                      sliced_cache=cache, view_caches=views).predicted.seconds
+        except Exception:  # noqa: BLE001 - a threshold that fits nothing
+            out[str(frac)] = float("inf")
+    return out
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     from qsimdist.hardware import load_profile
-    from qsimdist.planner.distribute import compare_strategies
+    from qsimdist.planner.distribution import compare_strategies, replay, scheduled_plan
     from qsimdist.planner.path import _SliceCosts
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -99,6 +115,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--objective", default="flops", help="cotengra objective, e.g. flops, combo")
     ap.add_argument("--processes", type=int, default=1, help="path-search processes")
     ap.add_argument("--only", action="append", default=None)
+    ap.add_argument("--study", action="store_true",
+                    help="also report dp with the sharding threshold fixed at each fraction")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     rows = []
@@ -112,46 +130,60 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for prof_name, p in TARGETS:
             prof = load_profile(prof_name)
             t = time.perf_counter()
-            report, _ = compare_strategies(plan, prof, p)
+            report, scheds = compare_strategies(plan, prof, p)
             planning = time.perf_counter() - t
-            s = report["strategies"]
+            for sch in scheds.values():  # every schedule reported must replay
+                replay(scheduled_plan(plan, sch), sch, prof)
+            s = report["predicted"]["strategies"]
+            dp = s["dp"]
             row = {
                 "workload": name,
                 "profile": prof_name,
                 "devices": p,
-                "log10_cost": plan.stats.log10_cost,
-                "log2_width": plan.stats.max_intermediate.bit_length() - 1,
+                "log10_cost_search": plan.stats.log10_cost,
                 "log10_cost_unsliced": unsliced_cost,
                 "log2_width_unsliced": unsliced_width,
-                "log10_flops_slice_only": math.log10(s["slice_only"]["flops"]),
-                "log10_flops_dp": math.log10(s["dp"]["flops"]),
-                "R_P": report["R_P"],
-                "E_P_dp": s["dp"]["E_P"],
-                "E_P_forced_only": s["forced_only"]["E_P"],
-                "time_dp_s": s["dp"]["time_s"],
-                "time_forced_only_s": s["forced_only"]["time_s"],
-                "time_slice_only_s": s["slice_only"]["time_s"],
-                "dp_le_forced": s["dp"]["time_s"] <= s["forced_only"]["time_s"] * (1 + 1e-12),
-                "dp_le_slice": s["dp"]["time_s"] <= s["slice_only"]["time_s"] * (1 + 1e-12),
-                "tflops_per_device_dp": s["dp"]["tflops_per_device"],
-                "comm_share_dp": s["dp"]["comm_share"],
-                "redistributions_dp": s["dp"]["n_redistributions"],
-                "group_size_dp": s["dp"]["group_size"],
-                "slices_dp": s["dp"]["n_slices"],
+                "log10_cost_slice_only": s["slice_only"]["log10_cost"],
+                "log10_cost_dp": dp["log10_cost"],
+                "predicted_R_P": dp["R_P"],
+                "predicted_E_P_dp": dp["E_P"],
+                "predicted_E_P_forced_only": s["forced_only"]["E_P"],
+                "predicted_seconds": {k: v["seconds"] for k, v in s.items()},
+                "predicted_dp_split": {k: dp[k] for k in ("compute_seconds", "comm_seconds",
+                                                          "pack_seconds")},
+                "predicted_tflops_per_device_dp": dp["tflops_per_device"],
+                "predicted_peak_bytes_per_device": {k: v["peak_bytes_per_device"]
+                                                    for k, v in s.items()},
+                "usable_memory": prof.usable_memory,
+                "replicated_flops_share_dp": dp["flops_executed"] / dp["flops_counted"] - 1,
+                "comm_bytes_per_device_dp": dp["comm_bytes_per_device"],
+                "redistributions_dp": dp["n_redistributions"],
+                "group_size_dp": dp["group_size"],
+                "big_fraction_dp": dp["big_fraction"],
+                "slices_dp": dp["n_slices"],
                 "slices_1gpu": s["slice_only"]["n_slices"],
                 "distribution_planning_s": planning,
                 "path_search_s": searched,
             }
+            if args.study:
+                row["predicted_dp_seconds_by_fraction"] = fraction_study(plan, prof, p)
             rows.append(row)
             print(
-                f"{name:<22}{prof_name:>10}{p:>6}  log10C {row['log10_cost']:6.2f} "
-                f"(unsliced {unsliced_cost:.2f}, 2^{unsliced_width})  "
-                f"R_P {row['R_P']:9.3g}  E_P dp {row['E_P_dp']:9.3g}  forced "
-                f"{row['E_P_forced_only']:9.3g}  dp<=forced {row['dp_le_forced']}  "
-                f"dp<=slice {row['dp_le_slice']}  {row['tflops_per_device_dp']:.1f} TF/dev  "
-                f"plan {planning:.1f}s",
+                f"{name:<22}{prof_name:>10}{p:>6}  log10C slice-only "
+                f"{row['log10_cost_slice_only']:6.2f} dp {row['log10_cost_dp']:6.2f} "
+                f"(unsliced {unsliced_cost:.2f}, 2^{unsliced_width})  predicted: "
+                f"R_P {row['predicted_R_P']:9.3g}  E_P dp {row['predicted_E_P_dp']:9.3g}  forced "
+                f"{row['predicted_E_P_forced_only']:9.3g}  "
+                f"{row['predicted_tflops_per_device_dp']:.1f} TF/dev  peak "
+                f"{row['predicted_peak_bytes_per_device']['dp'] / 1e9:.1f} GB of "
+                f"{prof.usable_memory / 1e9:.1f}  d={row['group_size_dp']} "
+                f"big>{row['big_fraction_dp']:g}  plan {planning:.1f}s",
                 flush=True,
             )
+            if args.study:
+                print("    dp predicted seconds by fixed threshold:",
+                      {k: f"{v:.3g}" for k, v in row["predicted_dp_seconds_by_fraction"].items()},
+                      flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return rows

@@ -74,9 +74,11 @@ class SliceScheduler:
             self.modes[s.out] = s.out_modes
         self.elems = {k: math.prod(self.size[i] for i in m) for k, m in self.modes.items()}
         self.consumer = {}
+        self.producer = {}
         for j, s in enumerate(plan.steps):
             self.consumer[s.lhs] = j
             self.consumer[s.rhs] = j
+            self.producer[s.out] = j
         self.n_leaves = n
         self.views = view_cache if view_cache is not None else {}
         self.refused: list[str] = []
@@ -108,12 +110,22 @@ class SliceScheduler:
         return NO_MOVE
 
     # -------------------------------------------------------------- chains
-    def chain_from(self, j: int, running: int) -> list[ChainStep]:
+    def replicated(self, node: int, j: int, bits: dict[int, Bits]) -> bool:
+        """Whether ``node`` is certainly replicated when the chain starting at step ``j`` meets it.
+
+        Leaves are; outputs that are not big are (only big outputs are ever
+        sharded); outputs of steps before ``j`` are known.
+        """
+        if node < self.n_leaves or not self.big(node):
+            return True
+        return self.producer[node] < j and not bits.get(node)
+
+    def chain_from(self, j: int, running: int, bits: dict[int, Bits]) -> list[ChainStep]:
         out, node, k = [], running, j
         while True:
             st = self.plan.steps[k]
             other = st.rhs if st.lhs == node else st.lhs
-            if not self.big(st.out) or self.big(other):
+            if not self.big(st.out) or not self.replicated(other, j, bits):
                 break
             red = self.reduced(k)
             out.append(ChainStep(k, self.compute_seconds(k, True), self.modes[node], red,
@@ -169,9 +181,7 @@ class SliceScheduler:
                 if split:
                     dec.compute_bits = split
                     if any(m in red for m, _ in split):
-                        if big_c:
-                            continue  # a partial sum of a big output would need it whole
-                        dec.post = "allreduce"
+                        dec.post = "allreduce"  # partial sums: the whole output on every device
                     elif big_c:
                         dec.out_bits = split
                     else:
@@ -208,7 +218,7 @@ class SliceScheduler:
             da, db = bits.get(s.lhs, ()), bits.get(s.rhs, ())
             if self.big(s.out) and bool(da) != bool(db):
                 running = s.lhs if da else s.rhs
-                chain, sol = self.solve(da or db, self.chain_from(j, running))
+                chain, sol = self.solve(da or db, self.chain_from(j, running, bits))
                 if chain:
                     prev, node = da or db, running
                     for pos, (c, b) in enumerate(zip(chain, sol.bits_per_step)):
