@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, shorten
 
 DTYPES = ("complex64", "complex128")
 ORDERS = ("qiskit", "natural")
@@ -31,19 +31,24 @@ _UNITS = {
 
 def check_dtype(dtype: str | np.dtype | type) -> str:
     """Return the canonical dtype name, or raise listing the valid ones."""
-    try:
-        name = np.dtype(dtype).name
-    except TypeError:
-        name = str(dtype)
+    if isinstance(dtype, str) and len(dtype) > 64:  # no dtype name is this long
+        name = dtype
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except (TypeError, ValueError, SyntaxError):
+            name = str(dtype)
     if name not in DTYPES:
-        raise InvalidInputError(f"unknown dtype {str(dtype)!r}; valid: {', '.join(DTYPES)}")
+        raise InvalidInputError(f"unknown dtype {shorten(str(dtype))}; valid: {', '.join(DTYPES)}")
     return name
 
 
 def check_order(order: str) -> str:
     """Validate a bitstring order name."""
-    if order not in ORDERS:
-        raise InvalidInputError(f"unknown bitstring order {order!r}; valid: {', '.join(ORDERS)}")
+    if not isinstance(order, str) or order not in ORDERS:
+        raise InvalidInputError(
+            f"unknown bitstring order {shorten(order)}; valid: {', '.join(ORDERS)}"
+        )
     return order
 
 
@@ -56,17 +61,23 @@ def parse_memory(value: str | int | float | None) -> int | None:
     if value is None:
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        nbytes = float(value)
+        try:
+            nbytes = float(value)
+        except OverflowError:  # an int beyond the float range
+            nbytes = float("inf")
     else:
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(value))
+        text = str(value)
+        m = None if len(text) > 100 else re.fullmatch(
+            r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text
+        )
         if not m or m.group(2).lower() not in _UNITS:
             raise InvalidInputError(
-                f"cannot read memory size {value!r}; write a number with an optional unit, "
+                f"cannot read memory size {shorten(value)}; write a number with an optional unit, "
                 "e.g. 8GiB, 500MB, 2e9 (units: B, kB, MB, GB, TB, KiB, MiB, GiB, TiB)"
             )
         nbytes = float(m.group(1)) * _UNITS[m.group(2).lower()]
     if not nbytes > 0 or nbytes == float("inf"):
-        raise InvalidInputError(f"memory size must be positive and finite, got {value!r}")
+        raise InvalidInputError(f"memory size must be positive and finite, got {shorten(value)}")
     return int(nbytes)
 
 

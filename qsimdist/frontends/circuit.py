@@ -18,8 +18,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config import check_order
-from ..errors import BitstringError, InvalidInputError
+from ..errors import BitstringError, InvalidInputError, shorten
 from ..network import Network
+
+#: the most qubits a circuit *file* may declare; a larger declaration is refused
+#: before any parser allocates registers for it
+MAX_QUBITS = 4096
+#: the most classical bits an OpenQASM file may declare
+MAX_CLBITS = 65536
+#: the most qubits one gate may act on (its matrix has 4^k entries: 256 MiB at 12)
+MAX_GATE_QUBITS = 12
 
 
 @dataclass
@@ -46,12 +54,18 @@ class GateCircuit:
         matrix = np.asarray(matrix, dtype=complex)
         if matrix.shape != (2**k, 2**k):
             raise InvalidInputError(
-                f"gate {name!r} on {k} qubits needs a {2**k}x{2**k} matrix, got {matrix.shape}"
+                f"gate {shorten(name)} on {k} qubits needs a {2**k}x{2**k} matrix, "
+                f"got {shorten(matrix.shape)}"
             )
         if len(set(qubits)) != k or not all(0 <= q < self.n_qubits for q in qubits):
             raise InvalidInputError(
-                f"gate {name!r} acts on qubits {qubits}; they must be distinct and in "
-                f"0..{self.n_qubits - 1}"
+                f"gate {shorten(name)} acts on qubits {shorten(qubits)}; they must be distinct "
+                f"and in 0..{self.n_qubits - 1}"
+            )
+        if not np.isfinite(matrix).all():
+            raise InvalidInputError(
+                f"gate {shorten(name)} on qubits {shorten(qubits)} has NaN or infinite matrix "
+                "entries; its parameters must be finite numbers"
             )
         self.gates.append(Gate(matrix, qubits, name))
 

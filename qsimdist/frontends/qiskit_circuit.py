@@ -9,10 +9,13 @@ them). Anything else that is not a unitary raises
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import numpy as np
 
-from ..errors import UnsupportedInstructionError
-from .circuit import GateCircuit
+from ..errors import InvalidInputError, UnsupportedInstructionError, shorten
+from .circuit import MAX_GATE_QUBITS, GateCircuit
 
 _SKIPPED = {"barrier", "delay"}
 
@@ -38,12 +41,16 @@ def from_qiskit(qc) -> GateCircuit:  # qc: qiskit.QuantumCircuit
     phase = qc.global_phase
     if isinstance(phase, ParameterExpression):
         phase = float(phase)
+    if not math.isfinite(float(phase)):
+        raise InvalidInputError(
+            f"the circuit's global phase is {float(phase)}; it must be a finite number"
+        )
     gc = GateCircuit(qc.num_qubits, global_phase=float(phase), name=qc.name)
     measured: set[int] = set()
     for pos, inst in enumerate(qc.data):
         op = inst.operation
         qubits = [qc.find_bit(q).index for q in inst.qubits]
-        where = f"{op.name!r} at position {pos} on qubits {qubits}"
+        where = f"{shorten(op.name)} at position {pos} on qubits {shorten(qubits)}"
         if op.name in _SKIPPED:
             continue
         if op.name == "measure":
@@ -68,6 +75,22 @@ def from_qiskit(qc) -> GateCircuit:  # qc: qiskit.QuantumCircuit
                 f"non-unitary instruction {where}; supported: unitary gates, barrier, delay, "
                 "final measure"
             )
+        for value in getattr(op, "params", ()):
+            if isinstance(value, ParameterExpression):
+                try:
+                    value = complex(value)
+                except (TypeError, ValueError):
+                    continue
+            if isinstance(value, numbers.Number) and not np.isfinite(value):
+                raise InvalidInputError(
+                    f"instruction {where} has the parameter {value}; parameters must be finite "
+                    "numbers (NaN or infinite angles leave the amplitude undefined)"
+                )
+        if len(qubits) > MAX_GATE_QUBITS:
+            raise UnsupportedInstructionError(
+                f"instruction {where} acts on {len(qubits)} qubits; gates on at most "
+                f"{MAX_GATE_QUBITS} qubits are supported (a gate's matrix has 4^k entries)"
+            )
         try:
             matrix = op.to_matrix() if hasattr(op, "to_matrix") else None
         except Exception:  # noqa: BLE001 - some gates only define a decomposition
@@ -80,6 +103,11 @@ def from_qiskit(qc) -> GateCircuit:  # qc: qiskit.QuantumCircuit
                     f"instruction {where} has no matrix ({exc})"
                 ) from None
         matrix = np.asarray(matrix, dtype=complex)
+        if not np.isfinite(matrix).all():
+            raise InvalidInputError(
+                f"instruction {where} has NaN or infinite matrix entries; its parameters must "
+                "be finite numbers"
+            )
         # Qiskit's matrices are little-endian in qargs: reverse to big-endian.
         gc.append(matrix, tuple(reversed(qubits)), op.name)
     return gc

@@ -9,14 +9,15 @@ Bitstrings for these files are usually given in natural order.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from .._fileio import read_input_text
-from ..errors import CircuitParseError
-from .circuit import GateCircuit
+from ..errors import CircuitParseError, shorten
+from .circuit import MAX_QUBITS, GateCircuit
 
 _S2 = 1 / math.sqrt(2)
 
@@ -71,21 +72,40 @@ QSIM_GATES: dict[str, tuple[int, int, Callable[..., np.ndarray]]] = {
 QSIM_GATES["cnot"] = QSIM_GATES["cx"]
 
 
+_TIME = re.compile(r"[0-9]+")
+
+
 def parse_qsim(text: str, source: str = "<string>") -> GateCircuit:
-    """Parse qsim circuit text. Measurements (``m``) are ignored."""
+    """Parse qsim circuit text. Measurements (``m``) are ignored.
+
+    The first column of every gate line is its moment: an integer >= 0 that
+    never decreases down the file, and two gates of one moment act on
+    different qubits. The header may declare at most :data:`MAX_QUBITS`
+    qubits and every angle must be a finite number; any violation raises
+    :class:`CircuitParseError` naming the line.
+    """
     lines = text.splitlines()
     first = next((k for k, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")), None)
     if first is None:
         raise CircuitParseError(f"{source}: empty file; the first line must be the qubit count")
+    header = lines[first].split()[0]
     try:
-        n = int(lines[first].split()[0])
+        n = int(header) if _TIME.fullmatch(header) else -1
         if n < 1:
             raise ValueError
     except ValueError:
         raise CircuitParseError(
-            f"{source}: line {first + 1}: expected the number of qubits, got {lines[first]!r}"
+            f"{source}: line {first + 1}: expected the number of qubits (an integer >= 1), "
+            f"got {shorten(lines[first].strip())}"
         ) from None
+    if n > MAX_QUBITS:
+        raise CircuitParseError(
+            f"{source}: line {first + 1}: declares {n} qubits; at most {MAX_QUBITS} are "
+            "supported (MAX_QUBITS)"
+        )
     gc = GateCircuit(n, name=Path(source).stem)
+    moment, moment_line = -1, 0
+    busy: dict[int, int] = {}  # qubit -> line of the gate using it in the current moment
     for lineno, line in enumerate(lines[first + 1 :], start=first + 2):
         fields = line.split("#", 1)[0].split()
         if not fields:
@@ -93,29 +113,69 @@ def parse_qsim(text: str, source: str = "<string>") -> GateCircuit:
         where = f"{source}: line {lineno}"
         if len(fields) < 2:
             raise CircuitParseError(f"{where}: expected '<moment> <gate> <qubits> [params]'")
+        if not _TIME.fullmatch(fields[0]) or len(fields[0]) > 18:
+            raise CircuitParseError(
+                f"{where}: time {shorten(fields[0])} is not a moment; the first column must be "
+                "an integer >= 0"
+            )
+        time = int(fields[0])
+        if time < moment:
+            raise CircuitParseError(
+                f"{where}: time {time} comes after time {moment} (line {moment_line}); times "
+                "must never decrease down the file"
+            )
+        if time > moment:
+            moment, busy = time, {}
+        moment_line = lineno
         name = fields[1].lower()
-        if name == "m":
-            continue
-        if name not in QSIM_GATES:
-            valid = ", ".join(sorted(QSIM_GATES))
-            raise CircuitParseError(f"{where}: unknown gate {fields[1]!r}; valid: {valid}, m")
-        nq, npar, build = QSIM_GATES[name]
         args = fields[2:]
-        if len(args) != nq + npar:
+        if name == "m":
+            nq, npar, build = len(args), 0, None
+        elif name not in QSIM_GATES:
+            valid = ", ".join(sorted(QSIM_GATES))
+            raise CircuitParseError(f"{where}: unknown gate {shorten(fields[1])}; valid: {valid}, m")
+        else:
+            nq, npar, build = QSIM_GATES[name]
+        if len(args) != nq + npar or not args:
             raise CircuitParseError(
                 f"{where}: gate {name!r} takes {nq} qubit(s) and {npar} parameter(s), "
                 f"got {len(args)} values"
             )
         try:
-            qubits = [int(a) for a in args[:nq]]
-            params = [float(a) for a in args[nq:]]
+            qubits = [int(a) if _TIME.fullmatch(a.lstrip("-")) else int("x") for a in args[:nq]]
         except ValueError:
-            raise CircuitParseError(f"{where}: cannot read qubits/parameters {args}") from None
+            raise CircuitParseError(
+                f"{where}: cannot read qubits {shorten(' '.join(args[:nq]))}; qubits are "
+                f"integers in 0..{n - 1}"
+            ) from None
         if any(not 0 <= q < n for q in qubits) or len(set(qubits)) != nq:
             raise CircuitParseError(
-                f"{where}: qubits {qubits} must be distinct and in 0..{n - 1}"
+                f"{where}: qubits {shorten(qubits)} must be distinct and in 0..{n - 1}"
             )
-        gc.append(build(*params), qubits, name)
+        for q in qubits:
+            if q in busy:
+                raise CircuitParseError(
+                    f"{where}: qubit {q} is already used at time {time} by line {busy[q]}; "
+                    "gates in one moment must act on different qubits"
+                )
+            busy[q] = lineno
+        params = []
+        for a in args[nq:]:
+            try:
+                value = float(a)
+            except ValueError:
+                raise CircuitParseError(
+                    f"{where}: cannot read parameter {shorten(a)} of gate {name!r}; parameters "
+                    "are finite numbers"
+                ) from None
+            if not math.isfinite(value):
+                raise CircuitParseError(
+                    f"{where}: parameter {shorten(a)} of gate {name!r} is not a finite number; "
+                    "NaN or infinite angles leave the amplitude undefined"
+                )
+            params.append(value)
+        if build is not None:
+            gc.append(build(*params), qubits, name)
     return gc
 
 
