@@ -33,7 +33,8 @@ def format_report(report: dict) -> str:
         f"PREDICTED by the cost model (not measured): dp E_P = {pred['E_P']:.3g}, "
         f"R_P = {pred['R_P']:.3g}",
         f"{'strategy':<12}{'pred. time':>12}{'compute':>12}{'link':>12}{'pack':>12}{'E_P':>9}"
-        f"{'R_P':>9}{'log10 cost':>11}{'group':>7}{'slices':>9}{'sent/dev':>12}{'peak/dev':>12}{'redis':>7}"
+        f"{'R_P':>9}{'log10 cost':>11}{'group':>7}{'slices':>9}{'sent/dev':>12}"
+        f"{'peak/dev':>12}{'redis':>7}"
         f"{'TFLOP/s/dev':>13}",
     ]
     for name, s in pred["strategies"].items():
@@ -62,7 +63,7 @@ def _seconds(t: float) -> str:
 
 
 def plot_schedule(plan: Plan, sched: Schedule, path: str | Path) -> Path:
-    """Per step: largest live tensor, per-device live memory, predicted time; redistributions marked."""
+    """Per step: output size, per-device live memory, predicted time; redistributions marked."""
     from ._optional import require
 
     require("matplotlib")

@@ -28,6 +28,7 @@ __all__ = [
     "Action", "BIG_FRACTIONS", "Bit", "Bits", "ChainSolution", "ChainStep", "Collective",
     "CostModel", "LocalView", "Move", "PREDICTED_NOTE", "Prediction", "Replay", "Schedule",
     "StepRecord", "compare_strategies", "exhaustive_chain", "leading_bits", "local_shape",
-    "mode_bits", "register_strategy", "replay", "run_elements", "schedule", "schedule_slice", "scheduled_plan",
+    "mode_bits", "register_strategy", "replay", "run_elements", "schedule", "schedule_slice",
+    "scheduled_plan",
     "shard_slices", "sliced_plan", "solve_chain", "strategies",
 ]

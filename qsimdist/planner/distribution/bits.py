@@ -69,7 +69,8 @@ def is_prefix_set(bits: Sequence[Bit], size_dict: dict[str, int]) -> bool:
     return all(sorted(p) == list(range(len(p))) for p in per.values())
 
 
-def local_shape(modes: Sequence[str], size_dict: dict[str, int], bits: Iterable[Bit]) -> tuple[int, ...]:
+def local_shape(modes: Sequence[str], size_dict: dict[str, int],
+                bits: Iterable[Bit]) -> tuple[int, ...]:
     """Per-mode extents of one shard of a tensor with layout ``modes`` split by ``bits``."""
     per = bits_per_mode(bits)
     return tuple(size_dict[m] >> per.get(m, 0) for m in modes)
@@ -135,3 +136,23 @@ def shard_slices(modes: Sequence[str], size_dict: dict[str, int], bits: Sequence
         else:
             out.append(slice(None))
     return tuple(out)
+
+
+def aligned(old: Sequence[Bit], new: Sequence[Bit]) -> Bits:
+    """``new``'s bits ordered so those it shares with ``old`` keep their positions.
+
+    An all-to-all between two such tuples is uniform: every device keeps
+    ``2^-m`` of its shard (``m`` bits change) and sends the rest in equal
+    parts to ``2^m - 1`` peers.
+    """
+    old, new = tuple(old), tuple(new)
+    if len(old) != len(new):
+        return new
+    fresh = iter([b for b in new if b not in set(old)])
+    return tuple(b if b in set(new) else next(fresh) for b in old)
+
+
+def position_preserving(old: Sequence[Bit], new: Sequence[Bit]) -> bool:
+    """Whether every bit in both tuples sits at the same position in each."""
+    pos = {b: k for k, b in enumerate(new)}
+    return all(pos.get(b, k) == k for k, b in enumerate(old))

@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .bits import Bit, Bits
+from .bits import Bit, Bits, aligned
 from .cost import CostModel, Move
 
 
@@ -71,7 +71,7 @@ def solve_chain(start: Bits, steps: Sequence[ChainStep], d: int, model: CostMode
                     nxt[state] = (cost + st.compute, hist)
                 if not elective:
                     continue
-            if st.target is None or not kept(st.target, st) or tuple(bits) == tuple(st.target):
+            if st.target is None or not kept(st.target, st) or set(bits) == set(st.target):
                 continue
             cand = cost + _move(model, st, size_dict, bits, d).seconds + st.compute
             if cand < move_best[0]:
@@ -82,11 +82,12 @@ def solve_chain(start: Bits, steps: Sequence[ChainStep], d: int, model: CostMode
             return ChainSolution(inf, (), ())
         best = nxt
     cost, hist = min(best.values(), key=lambda v: v[0])
-    per_step, current, moves = [], start, set(hist)
+    # the bits a device holds after a move keep the positions of the bits that stay
+    per_step, current, moves = [], tuple(start), set(hist)
     for j in range(len(steps)):
         if j in moves:
-            current = steps[j].target
-        per_step.append(tuple(current))
+            current = aligned(current, steps[j].target)
+        per_step.append(current)
     return ChainSolution(cost, hist, tuple(per_step))
 
 

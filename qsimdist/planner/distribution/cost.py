@@ -97,7 +97,7 @@ class CostModel:
 
     def allgather(self, modes: Sequence[str], size_dict: dict[str, int], bits: Sequence[Bit],
                   d: int) -> Move:
-        """Replicate a tensor sharded by ``bits``: receive the ``d - 1`` other shards, place them."""
+        """Replicate a tensor sharded by ``bits``: receive the other shards and place them."""
         if d <= 1 or not bits:
             return NO_MOVE
         shard = local_elements(modes, size_dict, bits) * self.itemsize

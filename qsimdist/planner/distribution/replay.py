@@ -31,7 +31,15 @@ from ...errors import PlanFormatError
 from ...hardware import HardwareProfile
 from ..lifetime import gemm_step
 from ..plan import Plan
-from .bits import Bits, is_prefix_set, leading_bits, local_elements, local_shape, local_sizes
+from .bits import (
+    Bits,
+    is_prefix_set,
+    leading_bits,
+    local_elements,
+    local_shape,
+    local_sizes,
+    position_preserving,
+)
 from .cost import CostModel
 from .schedule import Schedule, action_of
 
@@ -58,7 +66,8 @@ def replay(plan: Plan, sched: Schedule, profile: HardwareProfile | None = None,
     net = plan.network
     size = net.size_dict
     if tuple(plan.sliced) != tuple(sched.sliced):
-        fail(f"the schedule slices {sorted(sched.sliced)} but the plan slices {sorted(plan.sliced)}")
+        fail(f"the schedule slices {sorted(sched.sliced)} but the plan slices "
+             f"{sorted(plan.sliced)}")
     if sched.n_slices != plan.stats.n_slices:
         fail(f"n_slices {sched.n_slices} does not match the plan's {plan.stats.n_slices}")
     if sched.dtype != plan.dtype:
@@ -116,6 +125,8 @@ def replay(plan: Plan, sched: Schedule, profile: HardwareProfile | None = None,
                      f"{[list(b) for b in held[c.operand]]}")
             n = node[c.operand]
             check_bits(c.to_bits, n, j, c.kind)
+            if c.kind == "alltoall" and not position_preserving(c.from_bits, c.to_bits):
+                fail(f"step {j}: all-to-all moves shared bits to other positions (uneven move)")
             if not c.from_bits or (c.kind == "allgather") != (not c.to_bits):
                 fail(f"step {j}: {c.kind} from {list(c.from_bits)} to {list(c.to_bits)} is not "
                      "a valid move")

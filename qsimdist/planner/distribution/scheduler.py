@@ -33,9 +33,17 @@ from dataclasses import dataclass, field
 from ...errors import PlanError
 from ...hardware import HardwareProfile
 from ..lifetime import gemm_step
-from ..plan import Plan, build_plan
 from ..path import slice_from
-from .bits import Bits, leading_bits, local_elements, local_shape, local_sizes
+from ..plan import Plan, build_plan
+from .bits import (
+    Bits,
+    aligned,
+    leading_bits,
+    local_elements,
+    local_shape,
+    local_sizes,
+    position_preserving,
+)
 from .chain import ChainStep, solve_chain
 from .cost import NO_MOVE, CostModel, Move
 from .schedule import Collective, LocalView, Prediction, Schedule, StepRecord, action_of
@@ -164,9 +172,13 @@ class SliceScheduler:
             modes = set(self.modes[node[side]])
             targets = [cur[other], leading_bits(self.modes[node[side]], self.size, self.q,
                                                 exclude=red)]
-            for t in targets:
-                if t and t != b and all(m in modes for m, _ in t) and \
-                        (t, ("alltoall", side, b, t)) not in out:
+            for k, t in enumerate(targets):
+                if not t or set(t) == set(b) or any(m not in modes for m, _ in t):
+                    continue
+                if k == 0 and not position_preserving(b, t):
+                    continue  # matching the other operand's order would make the move uneven
+                t = t if k == 0 else aligned(b, t)
+                if (t, ("alltoall", side, b, t)) not in out:
                     out.append((t, ("alltoall", side, b, t)))
             return out
 
@@ -280,8 +292,10 @@ class SliceScheduler:
             step_live = live + extra + work + out_local
             stored_out = self.nbytes(s.out, dec.out_bits)
             records.append(StepRecord(
-                index=j, action=action_of((k for k, *_ in dec.pre), dec.post is not None,
-                                          dec.compute_bits, bool(dec.lhs_bits or dec.rhs_bits)), pre=tuple(pre), lhs_bits=dec.lhs_bits,
+                index=j,
+                action=action_of((k for k, *_ in dec.pre), dec.post is not None,
+                                 dec.compute_bits, bool(dec.lhs_bits or dec.rhs_bits)),
+                pre=tuple(pre), lhs_bits=dec.lhs_bits,
                 rhs_bits=dec.rhs_bits, compute_bits=dec.compute_bits, out_bits=dec.out_bits,
                 post=post,
                 lhs_shape=local_shape(s.lhs_modes, self.size, dec.lhs_bits),
@@ -461,7 +475,8 @@ def schedule(plan: Plan, profile: HardwareProfile, devices: int, strategy: str =
             for frac in fractions:
                 sch = schedule_slice(sp, profile, d, strategy=strategy, big_bytes=frac * mem,
                                      devices=devices, view_cache=views.setdefault((target, d), {}))
-                if sch is not None and (fit is None or sch.predicted.seconds < fit.predicted.seconds):
+                if sch is not None and (fit is None
+                                        or sch.predicted.seconds < fit.predicted.seconds):
                     fit = sch
             if fit is not None:
                 if best is None or fit.predicted.seconds < best.predicted.seconds:
