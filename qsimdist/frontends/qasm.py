@@ -194,11 +194,11 @@ def qasm_version(text: str, source: str = "<string>") -> int:
         raise CircuitParseError(
             f"{source}: no 'OPENQASM 2.0;' or 'OPENQASM 3.0;' header found on any line"
         )
-    version = int(m.group(1)) if len(m.group(1)) < 6 else -1
+    digits = m.group(1)
+    version = int(digits) if len(digits) < 6 else -1
     if version not in (2, 3):
-        raise CircuitParseError(
-            f"{source}: OpenQASM version {shorten(m.group(1))} unsupported; valid: 2, 3"
-        )
+        shown = digits if len(digits) < 6 else f"{digits[:5]}… ({len(digits)} digits)"
+        raise CircuitParseError(f"{source}: OpenQASM version {shown} unsupported; valid: 2, 3")
     return version
 
 
