@@ -133,7 +133,9 @@ def parse_qsim(text: str, source: str = "<string>") -> GateCircuit:
             nq, npar, build = len(args), 0, None
         elif name not in QSIM_GATES:
             valid = ", ".join(sorted(QSIM_GATES))
-            raise CircuitParseError(f"{where}: unknown gate {shorten(fields[1])}; valid: {valid}, m")
+            raise CircuitParseError(
+                f"{where}: unknown gate {shorten(fields[1])}; valid: {valid}, m"
+            )
         else:
             nq, npar, build = QSIM_GATES[name]
         if len(args) != nq + npar or not args:

@@ -47,7 +47,9 @@ class Network:
         for k, term in enumerate(self.inputs):
             for i in term:
                 if i not in self.size_dict:
-                    raise InvalidInputError(f"index {shorten(i)} of tensor {k} has no entry in size_dict")
+                    raise InvalidInputError(
+                        f"index {shorten(i)} of tensor {k} has no entry in size_dict"
+                    )
             if len(set(term)) != len(term):
                 raise InvalidInputError(
                     f"tensor {k} repeats an index {shorten(term)}; take the trace or diagonal first"

@@ -185,7 +185,8 @@ def _check_meta(meta: object, source: str, n_open: int | None = None) -> None:
         not isinstance(n_qubits, int) or isinstance(n_qubits, bool) or n_qubits < 0
     ):
         raise PlanFormatError(
-            f"{source}: field 'meta.n_qubits' must be a non-negative integer, got {shorten(n_qubits)}"
+            f"{source}: field 'meta.n_qubits' must be a non-negative integer, "
+            f"got {shorten(n_qubits)}"
         )
     if "order" in meta and meta["order"] not in ORDERS:
         raise PlanFormatError(
@@ -195,7 +196,8 @@ def _check_meta(meta: object, source: str, n_open: int | None = None) -> None:
         bits = meta["bitstring"]
         if not isinstance(bits, str):
             raise PlanFormatError(
-                f"{source}: field 'meta.bitstring' must be a string of 0, 1 and *, got {shorten(bits)}"
+                f"{source}: field 'meta.bitstring' must be a string of 0, 1 and *, "
+                f"got {shorten(bits)}"
             )
         if set(bits) - set("01*"):
             raise PlanFormatError(
