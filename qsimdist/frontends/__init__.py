@@ -16,10 +16,76 @@ from .circuit import (
     Gate,
     GateCircuit,
     amplitude_network,
-    expand_bitstring,
     open_qubits,
     parse_bitstring,
 )
+
+#: most bitstrings :func:`expand_bitstring` lists; wider patterns are read lazily
+#: with :func:`iter_bitstrings` or :func:`bitstring_at`
+MAX_EXPANDED = 1 << 22
+
+
+def _star_positions(pattern: str) -> list[int]:
+    return [k for k, c in enumerate(pattern) if c == "*"]
+
+
+def bitstring_at(pattern: str, index: int) -> str:
+    """The ``index``-th bitstring a starred pattern stands for (leftmost ``*`` most significant)."""
+    stars = _star_positions(pattern)
+    if not 0 <= index < 1 << len(stars):
+        raise IndexError(f"index {index} is outside 0..{(1 << len(stars)) - 1} for {pattern!r}")
+    chars = list(pattern)
+    for pos, k in enumerate(stars):
+        chars[k] = "1" if (index >> (len(stars) - 1 - pos)) & 1 else "0"
+    return "".join(chars)
+
+
+def bitstring_chunks(pattern: str, start: int = 0, stop: int | None = None,
+                     chunk: int = 1 << 14):
+    """Lists of at most ``chunk`` bitstrings of ``pattern``, indices ``start..stop-1`` in order.
+
+    Memory stays bounded by one chunk whatever the number of ``*``.
+    """
+    import numpy as np
+
+    stars = _star_positions(pattern)
+    k = len(stars)
+    total = 1 << k
+    stop = total if stop is None else min(stop, total)
+    template = np.frombuffer(pattern.encode("ascii"), dtype=np.uint8)
+    shifts = np.arange(k - 1, -1, -1, dtype=np.uint64)
+    cols = np.array(stars, dtype=np.intp)
+    width = len(pattern)
+    for a in range(start, stop, chunk):
+        b = min(stop, a + chunk)
+        idx = np.arange(a, b, dtype=np.uint64)
+        rows = np.broadcast_to(template, (b - a, width)).copy()
+        if k:
+            rows[:, cols] = (((idx[:, None] >> shifts) & np.uint64(1)) + ord("0")).astype(np.uint8)
+        raw = rows.tobytes().decode("ascii")
+        yield [raw[i:i + width] for i in range(0, len(raw), width)] if width else [""] * (b - a)
+
+
+def iter_bitstrings(pattern: str):
+    """Every bitstring of a starred pattern, lazily, in the batched result's order."""
+    for block in bitstring_chunks(pattern):
+        yield from block
+
+
+def expand_bitstring(bitstring: str) -> list[str]:
+    """All bitstrings a starred pattern stands for, in the batched result's order.
+
+    Refuses patterns over :data:`MAX_EXPANDED` bitstrings (use :func:`iter_bitstrings`).
+    """
+    from ..errors import BitstringError
+
+    k = bitstring.count("*")
+    if (1 << k) > MAX_EXPANDED:
+        raise BitstringError(
+            f"pattern with {k} '*' stands for 2^{k} bitstrings, over the {MAX_EXPANDED} a list "
+            "may hold; iterate with iter_bitstrings() or index with bitstring_at()"
+        )
+    return list(iter_bitstrings(bitstring))
 
 
 def _read_qasm(path: Path) -> GateCircuit:
@@ -106,7 +172,10 @@ __all__ = [
     "Gate",
     "GateCircuit",
     "amplitude_network",
+    "bitstring_at",
+    "bitstring_chunks",
     "expand_bitstring",
+    "iter_bitstrings",
     "load",
     "network_from_quimb",
     "open_qubits",
