@@ -6,22 +6,40 @@ ordering -> Plan -> executor.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import check_dtype, check_order, default_memory_limit, parse_memory
-from .errors import BitstringError, InvalidInputError
-from .frontends import GateCircuit, amplitude_network, expand_bitstring, load, parse_bitstring
+from .config import check_dtype, check_order, default_memory_limit, format_bytes, parse_memory
+from .errors import BitstringError, InvalidInputError, PlanError, shorten
+from .frontends import (
+    MAX_EXPANDED,
+    GateCircuit,
+    amplitude_network,
+    bitstring_at,
+    bitstring_chunks,
+    load,
+    parse_bitstring,
+)
 from .network import Network
 from .planner.path import PathOptions
 from .planner.plan import Plan, make_plan
 from .planner.simplify import DEFAULT_SEQUENCE, simplify
 
-#: widest batch a set of bitstrings may be merged into (2^k amplitudes)
+#: most open qubits (``*``) one pattern may have (2^k amplitudes in one array)
 MAX_STARS = 30
+
+#: flop-equivalents of one second of per-contraction work (building, simplifying, planning);
+#: only the ratio to the model's flops matters when batch widths are compared
+_NOMINAL_FLOP_RATE = 1e10
+#: seconds of per-contraction work per gate (network building and simplification)
+_SECONDS_PER_GATE = 2e-3
+#: a batch's output may take at most this share of the memory limit (intermediates need the rest)
+_BATCH_OUTPUT_SHARE = 8
 
 
 def _circuit(source) -> GateCircuit:
@@ -34,10 +52,38 @@ def _circuit(source) -> GateCircuit:
     return obj
 
 
-def covering_pattern(bitstrings: Sequence[str]) -> str:
-    """One pattern with ``*`` wherever the given bitstrings differ."""
+def _bitstring_list(bitstrings) -> list[str]:
+    """A string or an iterable of strings as a list; anything else is a BitstringError."""
     if isinstance(bitstrings, str):
-        return bitstrings
+        return [bitstrings]
+    if isinstance(bitstrings, (bytes, bytearray)) or not isinstance(bitstrings, Iterable):
+        raise BitstringError(
+            f"bitstrings must be a string of 0, 1 and * or a list of such strings, got "
+            f"{shorten(bitstrings)} ({type(bitstrings).__name__})"
+        )
+    out = list(bitstrings)
+    for b in out:
+        if not isinstance(b, str):
+            raise BitstringError(
+                f"each bitstring must be a string of 0, 1 and *, got {shorten(b)} "
+                f"({type(b).__name__})"
+            )
+    return out
+
+
+def _check_bitstrings(bitstrings: list[str], n_qubits: int, order: str) -> None:
+    """Validate many bitstrings at once (the first bad one raises its own message)."""
+    if all(len(b) == n_qubits for b in bitstrings) and set("".join(bitstrings)) <= set("01*"):
+        return
+    for b in bitstrings:
+        parse_bitstring(b, n_qubits, order)
+
+
+def covering_pattern(bitstrings: str | Sequence[str]) -> str:
+    """One pattern with ``*`` wherever the given bitstrings differ."""
+    bitstrings = _bitstring_list(bitstrings)
+    if len(bitstrings) == 1:
+        return bitstrings[0]
     if not bitstrings:
         raise BitstringError("no bitstrings given")
     first = bitstrings[0]
@@ -55,6 +101,73 @@ def _memory_limit(value) -> int | None:
     if isinstance(value, str) and value.strip().lower() in ("none", "unlimited"):
         return None
     return parse_memory(value) if value is not None else default_memory_limit()
+
+
+def machine_memory(meminfo: str = "/proc/meminfo") -> int | None:
+    """This machine's physical memory plus swap (the bound even ``--memory-limit none`` keeps)."""
+    import os
+
+    total = {}
+    try:
+        with open(meminfo, "rb") as fh:
+            for line in fh.read(1 << 16).decode("ascii", "replace").splitlines():
+                fields = line.split()
+                if len(fields) >= 2 and fields[0] in ("MemTotal:", "SwapTotal:"):
+                    scale = 1024 if len(fields) > 2 and fields[2].lower() == "kb" else 1
+                    total[fields[0]] = int(fields[1]) * scale
+    except (OSError, ValueError):
+        total = {}
+    if "MemTotal:" in total:
+        return total["MemTotal:"] + total.get("SwapTotal:", 0)
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _allowed(memory_limit) -> tuple[int | None, str]:
+    """Bytes a computation may allocate, and how to name that bound in a message."""
+    limit = _memory_limit(memory_limit)
+    if limit is not None:
+        return limit, f"the memory limit {format_bytes(limit)}"
+    total = machine_memory()
+    if total is None:
+        return None, ""
+    return total, (f"this machine's physical memory + swap, {format_bytes(total)}, which bounds "
+                   "even --memory-limit none")
+
+
+def check_fits(need: int, memory_limit, what: str) -> None:
+    """Refuse (PlanError) when ``need`` bytes exceed the limit (``none``: the machine's memory)."""
+    bound, name = _allowed(memory_limit)
+    if bound is not None and need > bound:
+        raise PlanError(f"{what} needs {format_bytes(need)}, more than {name}")
+
+
+def check_plan_fits(plan: Plan, memory_limit=None) -> None:
+    """Refuse to execute ``plan`` when its peak exceeds what this machine may give it.
+
+    ``memory_limit``: an explicit size, ``None`` for the default (a share of
+    the memory available now), or ``"none"`` (physical memory + swap).
+    """
+    check_fits(plan.stats.peak_bytes, memory_limit,
+               f"executing this plan (peak memory {format_bytes(plan.stats.peak_bytes)})")
+
+
+def _check_output(n_open: int, dtype: str, memory_limit, bounded_none: bool = True) -> None:
+    """Refuse a pattern whose output alone does not fit, before anything is built.
+
+    ``bounded_none=False`` (planning only, e.g. for many devices): ``none`` means no bound.
+    """
+    if n_open > MAX_STARS:
+        raise BitstringError(
+            f"{n_open} open qubits would batch 2^{n_open} amplitudes; at most {MAX_STARS} '*' "
+            "are allowed"
+        )
+    if not bounded_none and _memory_limit(memory_limit) is None:
+        return
+    need = (1 << n_open) * np.dtype(dtype).itemsize
+    check_fits(need, memory_limit, f"the output of {n_open} open qubits alone ({dtype})")
 
 
 def _path_options(path_options, max_time, max_repeats) -> PathOptions:
@@ -111,11 +224,7 @@ def plan(
     else:
         pattern = covering_pattern(bitstrings if bitstrings is not None else "0" * obj.n_qubits)
         parse_bitstring(pattern, obj.n_qubits, order)
-        if pattern.count("*") > MAX_STARS:
-            raise BitstringError(
-                f"{pattern.count('*')} open qubits would batch 2^{pattern.count('*')} amplitudes; "
-                f"at most {MAX_STARS} are allowed"
-            )
+        _check_output(pattern.count("*"), dtype, memory_limit, bounded_none=False)
         net = amplitude_network(obj, pattern, order)
     if net.arrays is not None:
         net = simplify(net, simplify_sequence)
@@ -124,12 +233,14 @@ def plan(
 
 @dataclass
 class AmplitudeResult:
-    """Amplitudes of one or more bitstring patterns.
+    """Amplitudes of one or more bitstring patterns, kept as arrays.
 
-    Each pattern (``*`` = open qubit) contributes ``2^k`` amplitudes in the
-    order of :func:`~qsimdist.frontends.expand_bitstring` (the leftmost ``*``
-    is the most significant bit). Large batches are not expanded into Python
-    strings unless asked: use :meth:`get` to look one bitstring up.
+    Entry ``i`` is the requested pattern ``patterns[i]`` with its
+    ``2^k`` amplitudes ``values[i]`` (``k`` = its number of ``*``), in the
+    order of :func:`~qsimdist.frontends.iter_bitstrings` (the leftmost ``*``
+    is the most significant bit). Bitstrings are made on demand: look one up
+    with :meth:`get`, name the ``j``-th with :meth:`bitstring`, or walk all of
+    them in bounded memory with :meth:`items` or :meth:`chunks`.
     """
 
     patterns: list[str]
@@ -138,6 +249,8 @@ class AmplitudeResult:
     dtype: str
     order: str
     stats: dict = field(default_factory=dict)
+    _index: dict | None = field(default=None, init=False, repr=False, compare=False)
+    _offsets: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def amplitudes(self) -> np.ndarray:
@@ -146,16 +259,43 @@ class AmplitudeResult:
 
     @property
     def bitstrings(self) -> list[str]:
-        """The bitstring of every amplitude (expands every pattern)."""
-        return [b for p in self.patterns for b in expand_bitstring(p)]
+        """The bitstring of every amplitude (refused over ``MAX_EXPANDED``; see :meth:`chunks`)."""
+        if len(self) > MAX_EXPANDED:
+            raise BitstringError(
+                f"{len(self)} bitstrings are too many to list (at most {MAX_EXPANDED}); "
+                "use items(), chunks() or bitstring(index)"
+            )
+        return [b for labels, _ in self.chunks() for b in labels]
 
     def __len__(self) -> int:
         return sum(v.size for v in self.values)
 
+    def _starts(self) -> np.ndarray:
+        if self._offsets is None:
+            self._offsets = np.cumsum([0] + [v.size for v in self.values])
+        return self._offsets
+
+    def bitstring(self, index: int) -> str:
+        """The bitstring of amplitude ``index`` (as in :attr:`amplitudes`), made on demand."""
+        starts = self._starts()
+        if not 0 <= index < starts[-1]:
+            raise IndexError(f"index {index} is outside 0..{starts[-1] - 1}")
+        entry = int(np.searchsorted(starts, index, side="right")) - 1
+        return bitstring_at(self.patterns[entry], int(index - starts[entry]))
+
     def get(self, bitstring: str) -> complex:
         """The amplitude of ``bitstring`` from the first pattern that covers it."""
+        if self._index is None:
+            index: dict = {}
+            for k, p in enumerate(self.patterns):
+                if "*" not in p:
+                    index.setdefault(p, k)
+            self._index = index
+        k = self._index.get(bitstring)
+        if k is not None:
+            return complex(self.values[k][0])
         for pattern, vals in zip(self.patterns, self.values):
-            if len(pattern) == len(bitstring) and all(
+            if "*" in pattern and len(pattern) == len(bitstring) and all(
                 p == "*" or p == c for p, c in zip(pattern, bitstring)
             ):
                 index = 0
@@ -167,12 +307,43 @@ class AmplitudeResult:
 
     __getitem__ = get
 
-    def items(self):
-        """Pairs (bitstring, amplitude), expanding patterns lazily."""
-        for pattern, vals in zip(self.patterns, self.values):
-            yield from zip(expand_bitstring(pattern), vals)
+    def chunks(self, size: int = 1 << 12) -> Iterator[tuple[list[str], np.ndarray]]:
+        """(bitstrings, amplitudes) in blocks of at most ``size``; memory bounded by one block."""
+        run: list[int] = []
+
+        def flush():
+            vals = np.concatenate([self.values[k] for k in run])
+            return [self.patterns[k] for k in run], vals
+
+        for k, (pattern, vals) in enumerate(zip(self.patterns, self.values)):
+            if "*" not in pattern and vals.size == 1:
+                run.append(k)
+                if len(run) == size:
+                    yield flush()
+                    run = []
+                continue
+            if run:
+                yield flush()
+                run = []
+            start = 0
+            for labels in bitstring_chunks(pattern, chunk=size):
+                yield labels, vals[start:start + len(labels)]
+                start += len(labels)
+        if run:
+            yield flush()
+
+    def items(self) -> Iterator[tuple[str, complex]]:
+        """Pairs (bitstring, amplitude), made lazily block by block."""
+        for labels, vals in self.chunks():
+            yield from zip(labels, vals)
 
     def to_dict(self) -> dict:
+        """Plain data (refused over ``MAX_EXPANDED`` amplitudes: stream with :meth:`chunks`)."""
+        if len(self) > MAX_EXPANDED:
+            raise InvalidInputError(
+                f"{len(self)} amplitudes are too many for one dict (at most {MAX_EXPANDED}); "
+                "write them block by block with chunks()"
+            )
         return {
             "n_qubits": self.n_qubits,
             "dtype": self.dtype,
@@ -182,6 +353,101 @@ class AmplitudeResult:
             ],
             "stats": self.stats,
         }
+
+
+def _bit_codes(bits: list[str], n: int) -> np.ndarray:
+    """Bitstrings (0/1 only) as rows of uint64 words; character j is bit j % 64 of word j // 64."""
+    words = (n + 63) // 64
+    raw = np.frombuffer("".join(bits).encode("ascii"), dtype=np.uint8).reshape(len(bits), n)
+    padded = np.zeros((len(bits), words * 64), dtype=bool)
+    padded[:, :n] = raw == ord("1")
+    return np.packbits(padded, axis=1, bitorder="little").view("<u8").reshape(len(bits), words)
+
+
+def _distinct(codes: np.ndarray, keep: np.ndarray) -> int:
+    masked = codes & keep
+    if masked.shape[1] == 1:
+        return int(np.unique(masked[:, 0]).size)
+    return int(np.unique(masked, axis=0).shape[0])
+
+
+def open_positions(bitstrings: list[str], max_open: int) -> tuple[list[int], list[int]]:
+    """Greedy choice of the characters to leave open (``*``) when batching bitstrings.
+
+    Returns ``(positions, groups)``: ``positions`` in the order they are
+    opened, and ``groups[k]`` the number of contractions needed with the first
+    ``k`` positions open (bitstrings agreeing elsewhere share one). Each step
+    opens the position that merges the most groups; ties go to the position
+    whose values are most evenly split, then the lowest.
+    """
+    n = len(bitstrings[0])
+    codes = np.unique(_bit_codes(bitstrings, n), axis=0)
+    words = codes.shape[1]
+    raw = np.frombuffer("".join(bitstrings).encode("ascii"), np.uint8).reshape(-1, n)
+    ones = (raw == ord("1")).mean(axis=0)
+    balance = np.abs(ones - 0.5)
+    keep = np.full(words, np.uint64(0xFFFFFFFFFFFFFFFF))
+    positions: list[int] = []
+    groups = [codes.shape[0]]
+    candidates = [j for j in range(n) if 0.0 < ones[j] < 1.0]
+    while candidates and len(positions) < max_open and groups[-1] > 1:
+        best = None
+        for j in candidates:
+            trial = keep.copy()
+            trial[j // 64] &= ~np.uint64(1 << (j % 64))
+            key = (_distinct(codes, trial), balance[j], j)
+            if best is None or key < best[0]:
+                best = (key, trial)
+        (count, _, j), keep = best
+        positions.append(j)
+        candidates.remove(j)
+        groups.append(count)
+    return positions, groups
+
+
+def _batch_cost(circuit: GateCircuit, groups: list[int]) -> list[float]:
+    """Model of the total cost with ``k`` open positions, for each ``k``.
+
+    ``groups[k]`` contractions, each costing a fixed part (building,
+    simplifying and planning the network, ~2 ms per gate, in flop-equivalents)
+    plus ``2^k`` outputs times a per-amplitude part (8 flops times the
+    state-vector work of the multi-qubit gates). Only the ratios matter.
+    """
+    n = circuit.n_qubits
+    per_amp = 8.0 * (n + sum(2 ** len(g.qubits) for g in circuit.gates if len(g.qubits) > 1))
+    fixed = _SECONDS_PER_GATE * (len(circuit.gates) + n) * _NOMINAL_FLOP_RATE
+    return [g * (fixed + per_amp * 2.0**k) for k, g in enumerate(groups)]
+
+
+def _batches(circuit: GateCircuit, bits: list[str], dtype: str, memory_limit) -> list[tuple]:
+    """Group star-free bitstrings into patterns: [(pattern, [indices into bits], [offsets])]."""
+    n = circuit.n_qubits
+    bound, _ = _allowed(memory_limit)
+    max_open = min(MAX_STARS, n)
+    if bound is not None:
+        fit = bound // (_BATCH_OUTPUT_SHARE * np.dtype(dtype).itemsize)
+        max_open = min(max_open, max(0, int(fit).bit_length() - 1))
+    positions, groups = open_positions(bits, max_open)
+    cost = _batch_cost(circuit, groups)
+    k = min(range(len(cost)), key=lambda j: (cost[j], -j))
+    opened = sorted(positions[:k])
+    if not opened:
+        unique: dict[str, list[int]] = {}
+        for i, b in enumerate(bits):
+            unique.setdefault(b, []).append(i)
+        return [(b, idx, [0] * len(idx)) for b, idx in unique.items()]
+    raw = np.frombuffer("".join(bits).encode("ascii"), np.uint8).reshape(len(bits), n)
+    weights = np.array([1 << (k - 1 - j) for j in range(k)], dtype=np.int64)
+    offsets = (raw[:, opened] == ord("1")).astype(np.int64) @ weights
+    keyed = raw.copy()
+    keyed[:, opened] = ord("*")
+    patterns = keyed.view(f"S{n}").ravel()
+    out: dict[bytes, tuple[list[int], list[int]]] = {}
+    for i, (p, off) in enumerate(zip(patterns.tolist(), offsets.tolist())):
+        entry = out.setdefault(p, ([], []))
+        entry[0].append(i)
+        entry[1].append(off)
+    return [(p.decode("ascii"), idx, offs) for p, (idx, offs) in out.items()]
 
 
 def amplitudes(
@@ -197,38 +463,75 @@ def amplitudes(
     max_time: float | None = None,
     max_repeats: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    batch: bool = True,
 ) -> AmplitudeResult:
     """Amplitudes ``<b|U|0>`` for each bitstring; ``*`` characters expand to all values.
 
-    Each bitstring (pattern) is one contraction; structurally identical ones
-    reuse the cached path. ``progress(stage, done, total)`` reports bitstrings done.
+    Each pattern with ``*`` is one contraction whose result stays an array.
+    Bitstrings without ``*`` are batched (``batch=True``): those that agree
+    on most characters share one contraction with the differing characters
+    open, and their amplitudes are picked out of its array. The width of the
+    batches is chosen by a cost model (:func:`open_positions` groups, each
+    contraction's fixed cost against ``2^k`` outputs) within the memory
+    limit. Contractions with the same network structure reuse one plan.
+    ``progress(stage, done, total)`` reports contractions done.
+
+    Before anything is built, a pattern whose output alone exceeds the memory
+    limit is refused; before executing, a plan whose peak exceeds it is refused
+    (``memory_limit="none"``: this machine's physical memory + swap).
     """
     dtype = check_dtype(dtype)
     check_order(order)
     limit = _memory_limit(memory_limit)
     opts = _path_options(path_options, max_time, max_repeats)
-    gc = _circuit(circuit)
-    if isinstance(bitstrings, str):
-        bitstrings = [bitstrings]
-    bitstrings = list(bitstrings)
+    bitstrings = _bitstring_list(bitstrings)
     if not bitstrings:
         raise BitstringError("no bitstrings given")
+    gc = _circuit(circuit)
+    _check_bitstrings(bitstrings, gc.n_qubits, order)
     for b in bitstrings:
-        parse_bitstring(b, gc.n_qubits, order)
-        if b.count("*") > MAX_STARS:
-            raise BitstringError(f"{b!r} opens more than {MAX_STARS} qubits")
-    values: list[np.ndarray] = []
+        if "*" in b:
+            _check_output(b.count("*"), dtype, memory_limit)
+
+    # work items: (pattern, [(slot in the result, offsets in its array or None for all)])
+    fixed = [i for i, b in enumerate(bitstrings) if "*" not in b]
+    work: list[tuple[str, list[int], list[int] | None]] = [
+        (b, [i], None) for i, b in enumerate(bitstrings) if "*" in b
+    ]
+    if fixed and batch:
+        for pattern, idx, offs in _batches(gc, [bitstrings[i] for i in fixed], dtype, memory_limit):
+            work.append((pattern, [fixed[i] for i in idx], offs))
+    elif fixed:
+        work.extend((bitstrings[i], [i], [0]) for i in fixed)
+
+    values: list[np.ndarray | None] = [None] * len(bitstrings)
+    picked = np.zeros(len(fixed), dtype=dtype)
+    slot_of = {i: k for k, i in enumerate(fixed)}
     totals = {"flops": 0.0, "plan_seconds": 0.0, "execute_seconds": 0.0, "peak_bytes": 0,
-              "transposed_bytes": 0, "n_slices": 0, "path_cache_hits": 0, "contractions": 0}
-    for done, b in enumerate(bitstrings, start=1):
+              "transposed_bytes": 0, "n_slices": 0, "path_cache_hits": 0, "contractions": 0,
+              "plans_reused": 0}
+    plans: dict = {}
+    for done, (pattern, slots, offs) in enumerate(work, start=1):
         t0 = time.perf_counter()
-        net = simplify(amplitude_network(gc, b, order), simplify_sequence)
-        p = make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts)
+        net = simplify(amplitude_network(gc, pattern, order), simplify_sequence)
+        key = (tuple(map(tuple, net.inputs)), tuple(net.output),
+               tuple(sorted(net.size_dict.items())))
+        known = plans.get(key)
+        if known is not None:
+            p = dataclasses.replace(known, network=net, meta=dict(net.meta))
+            totals["plans_reused"] += 1
+        else:
+            p = make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts)
+            plans[key] = p
+            totals["path_cache_hits"] += int(p.stats.path_from_cache)
+        check_plan_fits(p, memory_limit)
         t1 = time.perf_counter()
         v = np.asarray(_to_numpy(p.execute(backend=backend))).reshape(-1)
         t2 = time.perf_counter()
-        values.append(v)
-        totals["path_cache_hits"] += int(p.stats.path_from_cache)
+        if offs is None:
+            values[slots[0]] = v
+        else:
+            picked[[slot_of[i] for i in slots]] = v[np.asarray(offs, dtype=np.int64)]
         totals["flops"] += p.stats.flops
         totals["plan_seconds"] += t1 - t0
         totals["execute_seconds"] += t2 - t1
@@ -237,12 +540,19 @@ def amplitudes(
         totals["n_slices"] += p.stats.n_slices
         totals["contractions"] += 1
         if progress is not None:
-            progress("amplitudes", done, len(bitstrings))
+            progress("amplitudes", done, len(work))
+    for k, i in enumerate(fixed):
+        values[i] = picked[k:k + 1]
     return AmplitudeResult(bitstrings, values, gc.n_qubits, dtype, order, totals)
 
 
 def amplitude(circuit, bitstring: str, **kwargs) -> complex:
     """One amplitude ``<bitstring|U|0>`` (no ``*``); keywords as :func:`amplitudes`."""
+    if not isinstance(bitstring, str):
+        raise BitstringError(
+            f"bitstring must be a string of 0 and 1, got {shorten(bitstring)} "
+            f"({type(bitstring).__name__})"
+        )
     if "*" in bitstring:
         raise BitstringError(f"amplitude() takes a bitstring without '*', got {bitstring!r}")
     return complex(amplitudes(circuit, [bitstring], **kwargs).amplitudes[0])
@@ -263,6 +573,7 @@ def contract(
         raise InvalidInputError("contract() takes a tensor network; for circuits use amplitudes()")
     p = plan(obj, memory_limit=memory_limit, dtype=dtype, simplify_sequence=simplify_sequence,
              path_options=path_options)
+    check_plan_fits(p, memory_limit)
     return p.execute(backend=backend)
 
 

@@ -41,7 +41,7 @@ def bitstring_at(pattern: str, index: int) -> str:
 
 
 def bitstring_chunks(pattern: str, start: int = 0, stop: int | None = None,
-                     chunk: int = 1 << 14):
+                     chunk: int = 1 << 12):
     """Lists of at most ``chunk`` bitstrings of ``pattern``, indices ``start..stop-1`` in order.
 
     Memory stays bounded by one chunk whatever the number of ``*``.
@@ -53,15 +53,13 @@ def bitstring_chunks(pattern: str, start: int = 0, stop: int | None = None,
     total = 1 << k
     stop = total if stop is None else min(stop, total)
     template = np.frombuffer(pattern.encode("ascii"), dtype=np.uint8)
-    shifts = np.arange(k - 1, -1, -1, dtype=np.uint64)
-    cols = np.array(stars, dtype=np.intp)
     width = len(pattern)
     for a in range(start, stop, chunk):
         b = min(stop, a + chunk)
-        idx = np.arange(a, b, dtype=np.uint64)
+        idx = np.arange(a, b, dtype=np.int64)
         rows = np.broadcast_to(template, (b - a, width)).copy()
-        if k:
-            rows[:, cols] = (((idx[:, None] >> shifts) & np.uint64(1)) + ord("0")).astype(np.uint8)
+        for pos, col in enumerate(stars):
+            rows[:, col] = ((idx >> (k - 1 - pos)) & 1) + ord("0")
         raw = rows.tobytes().decode("ascii")
         yield [raw[i:i + width] for i in range(0, len(raw), width)] if width else [""] * (b - a)
 
