@@ -7,7 +7,6 @@ ordering -> Plan -> executor.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -125,23 +124,27 @@ def machine_memory(meminfo: str = "/proc/meminfo") -> int | None:
         return None
 
 
-def _allowed(memory_limit) -> tuple[int | None, str]:
-    """Bytes a computation may allocate, and how to name that bound in a message."""
+def _allowed(memory_limit) -> tuple[int | None, bool]:
+    """Bytes a computation may allocate, and whether that is the machine's bound for ``none``."""
     limit = _memory_limit(memory_limit)
     if limit is not None:
-        return limit, f"the memory limit {format_bytes(limit)}"
-    total = machine_memory()
-    if total is None:
-        return None, ""
-    return total, (f"this machine's physical memory + swap, {format_bytes(total)}, which bounds "
-                   "even --memory-limit none")
+        return limit, False
+    return machine_memory(), True
 
 
 def check_fits(need: int, memory_limit, what: str) -> None:
     """Refuse (PlanError) when ``need`` bytes exceed the limit (``none``: the machine's memory)."""
-    bound, name = _allowed(memory_limit)
-    if bound is not None and need > bound:
-        raise PlanError(f"{what} needs {format_bytes(need)}, more than {name}")
+    bound, machine = _allowed(memory_limit)
+    if bound is None or need <= bound:
+        return
+    if machine:
+        raise PlanError(
+            f"{what} needs {format_bytes(need)}, more than this machine's physical memory + swap "
+            f"({format_bytes(bound)}), which bounds even --memory-limit none"
+        )
+    raise PlanError(
+        f"memory limit {format_bytes(bound)} is too small: {what} needs {format_bytes(need)}"
+    )
 
 
 def check_plan_fits(plan: Plan, memory_limit=None) -> None:

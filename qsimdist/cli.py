@@ -16,7 +16,7 @@ import typer
 
 from . import __version__
 from .config import DTYPES, ORDERS, format_bytes
-from .errors import InvalidInputError, QsimdistError
+from .errors import InvalidInputError, PlanFormatError, QsimdistError
 
 app = typer.Typer(
     name="qsimdist",
@@ -74,13 +74,68 @@ def _progress(label: str):
         yield update
 
 
+#: amplitudes formatted and written per block, so output memory stays bounded
+_BLOCK = 1 << 12
+
+
+def _write_amplitudes(chunks, header: dict, stats: dict, as_json: bool, with_p: bool) -> None:
+    """Stream (bitstrings, amplitudes) blocks to stdout as text lines or one JSON object.
+
+    Nothing holds more than one block of strings, whatever the number of amplitudes.
+    """
+    import numpy as np
+
+    out = sys.stdout
+    if as_json:
+        head = json.dumps(header)
+        out.write(head[:-1] + (", " if header else "") + '"amplitudes": [')
+        first = True
+        for labels, vals in chunks:
+            re_, im_ = vals.real.tolist(), vals.imag.tolist()
+            if np.isfinite(vals).all():  # labels are 0/1/digits; repr(float) is JSON's number
+                body = ", ".join(f'{{"bitstring": "{b}", "re": {r!r}, "im": {i!r}}}'
+                                 for b, r, i in zip(labels, re_, im_))
+            else:
+                body = ", ".join(json.dumps({"bitstring": b, "re": r, "im": i})
+                                 for b, r, i in zip(labels, re_, im_))
+            if body:
+                out.write(body if first else ", " + body)
+                first = False
+        out.write('], "stats": ' + json.dumps(stats) + "}\n")
+        out.flush()
+        return
+    for labels, vals in chunks:
+        re_, im_ = vals.real.tolist(), vals.imag.tolist()
+        if with_p:
+            lines = [f"{b}  {r:+.8e} {i:+.8e}j  p={r * r + i * i:.6e}"
+                     for b, r, i in zip(labels, re_, im_)]
+        else:
+            lines = [f"{b}  {r:+.8e} {i:+.8e}j" for b, r, i in zip(labels, re_, im_)]
+        if lines:
+            out.write("\n".join(lines) + "\n")
+    out.flush()
+
+
+def _check_output_path(path: Path, option: str) -> None:
+    """Refuse, before any long work, an output path that cannot be a file."""
+    if path.is_dir():
+        raise InvalidInputError(f"{option} {str(path)!r} is a folder; give a file name")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise InvalidInputError(
+            f"cannot write {option} {str(path)!r}: {str(parent)!r} is not a folder"
+        )
+
+
 def _read_bitstrings(bitstrings: list[str], bitstrings_file: Optional[Path]) -> list[str]:
+    from ._fileio import read_input_text
+
     out = list(bitstrings)
     if bitstrings_file is not None:
-        try:
-            text = bitstrings_file.read_text()
-        except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError) as exc:
-            raise InvalidInputError(f"cannot read bitstrings file {bitstrings_file}: {exc}") from None
+        # regular files only (a FIFO never blocks), size-capped, one-line errors
+        text = read_input_text(bitstrings_file, "bitstrings", InvalidInputError)
         for line in text.splitlines():
             line = line.split("#", 1)[0].strip()
             if line:
@@ -122,11 +177,10 @@ def amplitude(
             max_repeats=max_repeats,
             progress=progress,
         )
+    header = {"n_qubits": res.n_qubits, "dtype": res.dtype, "order": res.order}
+    _write_amplitudes(res.chunks(_BLOCK), header, res.stats, as_json, with_p=True)
     if as_json:
-        typer.echo(json.dumps(res.to_dict()))
         return
-    for b, a in res.items():
-        typer.echo(f"{b}  {a.real:+.8e} {a.imag:+.8e}j  p={abs(a) ** 2:.6e}")
     s = res.stats
     typer.echo(
         f"# {len(res)} amplitude(s), {s['contractions']} contraction(s), "
@@ -169,8 +223,13 @@ def plan(
 
     if profile is None and (devices is not None or plot is not None):
         raise InvalidInputError("--devices and --plot need --profile NAME (see 'qsimdist profiles')")
-    if _is_plan_file(circuit):
-        p = Plan.load(circuit)
+    if output is not None:
+        _check_output_path(output, "-o")
+    if plot is not None:
+        _check_output_path(plot, "--plot")
+    saved = _saved_plan(circuit)
+    if saved is not None:
+        p = Plan.from_dict(saved, str(circuit))
     else:
         p = make(
             str(circuit),
@@ -216,45 +275,70 @@ def plan(
         typer.echo(f"plot written to {plot}")
 
 
-def _is_plan_file(path: Path) -> bool:
-    """A saved qsimdist plan (JSON with the plan schema marker near its start)."""
+def _saved_plan(path: Path) -> Optional[dict]:
+    """The parsed JSON of a saved qsimdist plan (top-level ``"schema": "qsimdist.plan"``) or None.
+
+    Key order and spacing do not matter; the file is read once, size-capped.
+    """
+    from ._fileio import read_regular_bytes
+
     if path.suffix.lower() != ".json" or not path.is_file():
-        return False
-    with open(path, "rb") as fh:
-        return b'"schema": "qsimdist.plan"' in fh.read(256)
+        return None
+    raw = read_regular_bytes(path, "plan or network JSON")
+    if b"qsimdist.plan" not in raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None  # the network reader reports what is wrong with it
+    if isinstance(data, dict) and data.get("schema") == "qsimdist.plan":
+        return data
+    return None
 
 
 @app.command()
 def run(
     plan_file: Path = typer.Argument(..., help="A plan written by 'qsimdist plan -o'."),
     backend: str = BackendOpt,
+    memory_limit: Optional[str] = typer.Option(
+        None,
+        "--memory-limit",
+        help="Refuse plans peaking above this, e.g. 8GiB. Default: 80% of the memory available "
+        "now ($QSIMDIST_MEMORY_LIMIT overrides); 'none': physical memory + swap.",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Execute a saved plan and print its result (amplitudes for circuit plans)."""
     import numpy as np
 
-    from .api import _to_numpy
-    from .frontends import expand_bitstring
+    from .api import _to_numpy, check_plan_fits
+    from .frontends import bitstring_chunks
     from .planner.plan import Plan
 
     p = Plan.load(plan_file)
+    check_plan_fits(p, memory_limit)  # before anything is allocated
+    pattern = p.meta.get("bitstring")
     with _progress("slices") as progress:
         value = np.asarray(_to_numpy(p.execute(backend=backend, progress=progress))).reshape(-1)
-    pattern = p.meta.get("bitstring")
-    labels = expand_bitstring(pattern) if pattern else [str(k) for k in range(value.size)]
-    if as_json:
-        typer.echo(json.dumps({
-            "n_qubits": p.meta.get("n_qubits"),
-            "dtype": p.dtype,
-            "amplitudes": [
-                {"bitstring": b, "re": float(a.real), "im": float(a.imag)}
-                for b, a in zip(labels, value)
-            ],
-            "stats": p.stats.to_dict(),
-        }))
-        return
-    for b, a in zip(labels, value):
-        typer.echo(f"{b}  {a.real:+.8e} {a.imag:+.8e}j")
+    if pattern and (1 << pattern.count("*")) != value.size:
+        raise PlanFormatError(
+            f"{plan_file}: field 'meta.bitstring' leaves {pattern.count('*')} qubits open but the "
+            f"result holds {value.size} amplitudes"
+        )
+
+    def chunks():
+        start = 0
+        if pattern:
+            blocks = bitstring_chunks(pattern, chunk=_BLOCK)
+        else:
+            blocks = ([str(k) for k in range(a, min(a + _BLOCK, value.size))]
+                      for a in range(0, value.size, _BLOCK))
+        for labels in blocks:
+            yield labels, value[start:start + len(labels)]
+            start += len(labels)
+
+    header = {"n_qubits": p.meta.get("n_qubits"), "dtype": p.dtype}
+    _write_amplitudes(chunks(), header, p.stats.to_dict(), as_json, with_p=False)
 
 
 @app.command()
@@ -354,15 +438,22 @@ def calibrate(
 def main(argv: Optional[list[str]] = None) -> int:
     """Entry point: runs the CLI, turning qsimdist errors into one line and exit code 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        # typer turns Ctrl-C into exit code 130 and returns every typer.Exit's code
+        # (standalone_mode=False); a command that finishes returns None
+        rv = app(args=argv, standalone_mode=False)
     except QsimdistError as exc:
         typer.echo(f"qsimdist: error: {exc}", err=True)
         return 2
     except typer.Exit as exc:
-        return exc.exit_code
+        rv = exc.exit_code
     except KeyboardInterrupt:
-        typer.echo("qsimdist: interrupted", err=True)
-        return 130
+        rv = 130
+    except OSError as exc:
+        # last resort: a file operation failed in a way nothing above foresaw
+        where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+        what = exc.strerror or str(exc) or type(exc).__name__
+        typer.echo(f"qsimdist: error: {what}" + (f": {where}" if where else ""), err=True)
+        return 2
     except Exception as exc:
         # click's usage errors (unknown option, missing argument, bad type)
         # carry format_message(); typer vendors click, so test by shape.
@@ -370,9 +461,13 @@ def main(argv: Optional[list[str]] = None) -> int:
             typer.echo(f"qsimdist: error: {exc.format_message()}", err=True)
             return 2
         if type(exc).__name__ == "Abort":
-            return 130
-        raise
-    return 0
+            rv = 130
+        else:
+            raise
+    if rv == 130:
+        typer.echo("qsimdist: interrupted", err=True)
+        return 130
+    return rv if isinstance(rv, int) else 0
 
 
 if __name__ == "__main__":

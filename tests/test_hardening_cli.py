@@ -256,9 +256,9 @@ def test_default_memory_limit_follows_available_memory(tmp_path, monkeypatch):
     info = tmp_path / "meminfo"
     info.write_text("MemTotal:       100000000 kB\nMemFree:          500000 kB\n"
                     "MemAvailable:    1000000 kB\nSwapTotal:   0 kB\n")
-    assert default_memory_limit(info) == int(0.8 * 1000000 * 1024)
+    assert default_memory_limit(str(info)) == int(0.8 * 1000000 * 1024)
     # without /proc/meminfo the limit still comes from the machine, not from nowhere
-    fallback = default_memory_limit(tmp_path / "absent")
+    fallback = default_memory_limit(str(tmp_path / "absent"))
     assert fallback is None or fallback > 0
 
 
@@ -290,14 +290,20 @@ def test_sigint_during_plan_exits_130_and_writes_nothing(tmp_path):
     out = tmp_path / "out.json"
     env = dict(os.environ, QSIMDIST_CACHE_DIR=str(tmp_path / "cache"))
     proc = subprocess.Popen(
-        cmd + ["plan", str(CIRCUITS / "rqc_4x5_m12.qasm"), "--max-repeats", "100000", "-o", str(out)],
+        [*cmd, "plan", str(CIRCUITS / "rqc_4x5_m12.qasm"), "--max-repeats", "100000",
+         "-o", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
     )
-    # wait until the search runs: the cache folder appears once planning starts, then a little more
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "cache").exists() and proc.poll() is None and time.monotonic() < deadline:
+    # wait until it is planning: past its imports, by the CPU time it has used (polled)
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def cpu_seconds() -> float:
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    deadline = time.monotonic() + 90
+    while proc.poll() is None and cpu_seconds() < 4.0 and time.monotonic() < deadline:
         time.sleep(0.1)
-    time.sleep(2.0)
     assert proc.poll() is None, "planning finished before the interrupt"
     proc.send_signal(signal.SIGINT)
     t0 = time.monotonic()
@@ -343,7 +349,8 @@ def test_permission_error_while_writing_is_one_line(capsys, tmp_path, monkeypatc
 
 
 def test_output_under_proc_is_one_line(capsys):
-    rc, _, err = cli(capsys, "plan", CIRCUITS / "ghz_n5.qasm", "-o", "/proc/qsimdist-test/plan.json")
+    target = "/proc/qsimdist-test/plan.json"
+    rc, _, err = cli(capsys, "plan", CIRCUITS / "ghz_n5.qasm", "-o", target)
     assert_error(rc, err, "/proc")
 
 
