@@ -584,3 +584,26 @@ def test_qasm2_file_defining_cu_overrides_the_legacy_cu(tmp_path):
     ref2 = qasm2.loads(plain, custom_instructions=qasm2.LEGACY_CUSTOM_INSTRUCTIONS)
     res2 = qsimdist.amplitudes(gc2, "**", dtype="complex128")
     np.testing.assert_allclose(np.asarray(res2.amplitudes), Statevector(ref2).data, atol=1e-10)
+
+
+def test_plan_array_fields_give_short_messages(tmp_path):
+    """A 10 MB dtype string inside a plan's arrays, or a 10 MB path, gives a short message."""
+    import json as _json
+
+    import qsimdist
+    from qsimdist.errors import PlanFormatError
+    from qsimdist.planner.plan import Plan
+
+    from qsimdist.bundled import bundled_circuit
+
+    plan = qsimdist.plan(str(bundled_circuit("ghz_n12.qasm")), bitstrings="0" * 12,
+                         memory_limit="none")
+    for edit in (lambda d: d["network"]["arrays"][0].update(dtype="x" * 10_000_000),
+                 lambda d: d.update(path="y" * 10_000_000)):
+        d = plan.to_dict()
+        edit(d)
+        path = tmp_path / "p.json"
+        path.write_text(_json.dumps(d))
+        with pytest.raises(PlanFormatError) as info:
+            Plan.load(path)
+        assert len(str(info.value)) < 400

@@ -76,6 +76,36 @@ class Plan:
 
         return get_executor(executor)(self, backend=backend, progress=progress)
 
+    def contraction_tree(self):
+        """``(tree, arrays)``: this plan as a cotengra ``ContractionTree``, sliced as the plan is.
+
+        cotengra's ``contract`` builds einsum equations, which take one symbol
+        per index, so the tree is over the network's indices renamed to
+        ``cotengra.get_symbol(0), get_symbol(1), ...`` (by first appearance);
+        ``arrays`` are the network's arrays in input order, in the plan's dtype.
+        ``tree.contract(arrays)`` then equals :meth:`execute`.
+        """
+        import cotengra as ctg
+
+        from ..errors import InvalidInputError
+
+        net = self.network
+        if net.arrays is None:
+            raise InvalidInputError("this plan's network has no arrays; nothing to contract")
+        symbol: dict[str, str] = {}
+        for term in (*net.inputs, net.output):
+            for i in term:
+                symbol.setdefault(i, ctg.get_symbol(len(symbol)))
+        tree = ctg.ContractionTree.from_path(
+            [tuple(symbol[i] for i in t) for t in net.inputs],
+            tuple(symbol[i] for i in net.output),
+            {symbol[i]: d for i, d in net.size_dict.items() if i in symbol},
+            ssa_path=[tuple(p) for p in self.path],
+        )
+        for i in self.sliced:
+            tree.remove_ind_(symbol[i])
+        return tree, [np.asarray(a, dtype=self.dtype) for a in net.arrays]
+
     @property
     def sliced_sizes(self) -> list[int]:
         return [self.network.size_dict[i] for i in self.sliced]
@@ -153,6 +183,12 @@ def _encode_array(a: np.ndarray) -> dict:
     }
 
 
+def _clip(value: object, limit: int = 200) -> str:
+    """An exception's text cut to ``limit`` characters (it may echo a huge user value)."""
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} chars)"
+
+
 def _decode_array(d: dict, where: str) -> np.ndarray:
     try:
         dtype = np.dtype(d["dtype"])
@@ -162,7 +198,7 @@ def _decode_array(d: dict, where: str) -> np.ndarray:
         raw = base64.b64decode(d["data"], validate=True)
         return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
     except (KeyError, TypeError, ValueError) as exc:
-        raise PlanFormatError(f"{where}: bad array ({exc})") from None
+        raise PlanFormatError(f"{where}: bad array ({_clip(exc)})") from None
 
 
 def _check_meta(meta: object, source: str, n_open: int | None = None) -> None:
@@ -243,7 +279,7 @@ def _plan_from_dict(d: object, source: str) -> Plan:
     except InvalidInputError as exc:
         raise PlanFormatError(f"{source}: field 'network': {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise PlanFormatError(f"{source}: missing or malformed field ({exc!r})") from None
+        raise PlanFormatError(f"{source}: missing or malformed field ({_clip(repr(exc))})") from None
     _check_meta(d.get("meta"), source, n_open=len(net.output))
     # Re-derive layouts and steps from the path rather than trusting them, then
     # check that the file agrees (a tampered or stale file is refused).
