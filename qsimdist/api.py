@@ -393,15 +393,28 @@ def open_positions(bitstrings: list[str], max_open: int) -> tuple[list[int], lis
     positions: list[int] = []
     groups = [codes.shape[0]]
     candidates = [j for j in range(n) if 0.0 < ones[j] < 1.0]
+    keys = codes[:, 0] if words == 1 else None  # distinct keys so far (sorted), one word
     while candidates and len(positions) < max_open and groups[-1] > 1:
         best = None
         for j in candidates:
             trial = keep.copy()
             trial[j // 64] &= ~np.uint64(1 << (j % 64))
-            key = (_distinct(codes, trial), balance[j], j)
+            if keys is not None:
+                # opening j merges each key having bit j set with its partner without it
+                bit = np.uint64(1 << j)
+                high = keys[(keys & bit) != 0]
+                partner = high ^ bit
+                found = np.searchsorted(keys, partner)
+                found[found == keys.size] = 0
+                count = int(keys.size - np.count_nonzero(keys[found] == partner))
+            else:
+                count = _distinct(codes, trial)
+            key = (count, balance[j], j)
             if best is None or key < best[0]:
                 best = (key, trial)
         (count, _, j), keep = best
+        if keys is not None:
+            keys = np.unique(keys & keep[0])
         positions.append(j)
         candidates.remove(j)
         groups.append(count)

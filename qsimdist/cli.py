@@ -34,8 +34,8 @@ DtypeOpt = typer.Option("complex64", "--dtype", help=f"One of {', '.join(DTYPES)
 MemOpt = typer.Option(
     None,
     "--memory-limit",
-    help="Peak memory allowed, e.g. 8GiB; slices to fit. Default: 80% of this machine's memory "
-    "($QSIMDIST_MEMORY_LIMIT overrides; 'none' for unlimited).",
+    help="Peak memory allowed, e.g. 8GiB; slices to fit. Default: 80% of the memory available now "
+    "($QSIMDIST_MEMORY_LIMIT overrides; 'none': no slicing, bounded by physical memory + swap).",
 )
 MaxTimeOpt = typer.Option(None, "--max-time", help="Path search budget in seconds.")
 RepeatsOpt = typer.Option(None, "--max-repeats", help="Path search trials.")
