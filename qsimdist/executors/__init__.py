@@ -1,4 +1,4 @@
-"""Executors run a Plan: ``local`` (numpy or cupy, one process); ``mpi`` comes later.
+"""Executors run a Plan: ``local`` (numpy or cupy, one process) and ``mpi`` (ranks of MPI).
 
 Executors come from a registry: :func:`register_executor` names a module and
 the function in it that runs a plan, imported only when the executor is
@@ -35,6 +35,7 @@ def get_executor(name: str):
 
 
 register_executor("local", "qsimdist.executors.local")
+register_executor("mpi", "qsimdist.executors.mpi")
 
 #: kept for callers of the first release
 EXECUTORS = executors()

@@ -133,8 +133,8 @@ def replay(plan: Plan, sched: Schedule, profile: HardwareProfile | None = None,
             if model is not None:
                 mv = (model.redistribute(modes[n], size, c.from_bits, c.to_bits, d)
                       if c.kind == "alltoall" else model.allgather(modes[n], size, c.from_bits, d))
-                buf = mv.send_bytes + nbytes(n, c.to_bits) if c.kind == "alltoall" \
-                    else nbytes(n, ())
+                buf = mv.send_bytes + mv.recv_bytes + nbytes(n, c.to_bits) \
+                    if c.kind == "alltoall" else 2 * nbytes(n, ())
                 if (mv.send_bytes, mv.recv_bytes, buf) != (c.send_bytes, c.recv_bytes,
                                                            c.buffer_bytes):
                     fail(f"step {j}: {c.kind} of {c.operand} moves {c.send_bytes}/{c.recv_bytes} "
@@ -173,7 +173,8 @@ def replay(plan: Plan, sched: Schedule, profile: HardwareProfile | None = None,
             if model is not None:
                 mv = (model.allreduce(nbytes(s.out, ()), d) if post.kind == "allreduce"
                       else model.allgather(modes[s.out], size, cb, d))
-                if (mv.send_bytes, mv.recv_bytes, nbytes(s.out, ())) != (
+                whole = nbytes(s.out, ()) * (2 if post.kind == "allgather" else 1)
+                if (mv.send_bytes, mv.recv_bytes, whole) != (
                         post.send_bytes, post.recv_bytes, post.buffer_bytes):
                     fail(f"step {j}: {post.kind} of the output moves the wrong number of bytes")
             extra += post.buffer_bytes
@@ -209,6 +210,8 @@ def replay(plan: Plan, sched: Schedule, profile: HardwareProfile | None = None,
         live += nbytes(s.out, tuple(r.out_bits)) - nbytes(s.lhs, stored.get(s.lhs, ())) \
             - nbytes(s.rhs, stored.get(s.rhs, ()))
         stored[s.out] = tuple(r.out_bits)
+    if plan.steps and stored.get(plan.steps[-1].out):
+        fail("the result ends sharded; the last step must leave it whole on every device")
     first = sum(nbytes(k, ()) for k in range(net.num_tensors))
     peak = max(lives + [first])
     if peak > mem:

@@ -88,12 +88,14 @@ class SliceScheduler:
             self.consumer[s.rhs] = j
             self.producer[s.out] = j
         self.n_leaves = n
+        self.root = plan.steps[-1].out if plan.steps else 0
         self.views = view_cache if view_cache is not None else {}
         self.refused: list[str] = []
 
     # ------------------------------------------------------------ helpers
     def big(self, node: int) -> bool:
-        return self.d > 1 and self.elems[node] * self.isz > self.big_bytes
+        """A sharding candidate. The root never is: every rank returns the whole result."""
+        return self.d > 1 and node != self.root and self.elems[node] * self.isz > self.big_bytes
 
     def reduced(self, j: int) -> frozenset[str]:
         s = self.plan.steps[j]
@@ -214,7 +216,7 @@ class SliceScheduler:
                 if dec.post:
                     post_old = dec.compute_bits if dec.post == "allgather" else ()
                     secs += self.move(dec.post, s.out, post_old, ()).seconds
-                    foot += self.elems[s.out] * self.isz
+                    foot += self.elems[s.out] * self.isz * (2 if dec.post == "allgather" else 1)
                 if foot <= self.mem:
                     found.append((secs, dec))
         return found
@@ -286,8 +288,9 @@ class SliceScheduler:
             if dec.post:
                 old = dec.compute_bits if dec.post == "allgather" else ()
                 mv = self.move(dec.post, s.out, old, ())
+                whole = self.elems[s.out] * self.isz
                 post = _collective(dec.post, "out", dec.compute_bits, (), mv,
-                                   self.elems[s.out] * self.isz)
+                                   whole * (2 if dec.post == "allgather" else 1))
                 extra += post.buffer_bytes
             step_live = live + extra + work + out_local
             stored_out = self.nbytes(s.out, dec.out_bits)
@@ -313,10 +316,10 @@ class SliceScheduler:
 
 def _buffer(sch: SliceScheduler, kind: str, node: int, new: Bits, mv: Move) -> int:
     """Extra bytes a collective keeps live on each device (besides the operand it reads)."""
-    if kind == "alltoall":
-        return mv.send_bytes + sch.nbytes(node, new)  # packed send buffer + the new shard
-    if kind == "allgather":
-        return sch.nbytes(node, ())  # the gathered whole tensor
+    if kind == "alltoall":  # packed send and receive buffers, and the new shard
+        return mv.send_bytes + mv.recv_bytes + sch.nbytes(node, new)
+    if kind == "allgather":  # the received shards, and the whole tensor they are placed in
+        return 2 * sch.nbytes(node, ())
     return 0
 
 

@@ -1,0 +1,413 @@
+"""MPI executor: run a plan's distributed schedule over the ranks of a communicator.
+
+Rank ``g d + r`` is device ``r`` of group ``g`` (``d`` = the schedule's
+group size). Every group runs its share of the slices (round robin); inside a
+group each device holds only its shards and follows the schedule's records
+step by step:
+
+* ``alltoall`` — ``Alltoallv`` with per-peer blocks cut from the shard (the
+  part a device keeps is copied locally, so the bytes on the wire equal the
+  schedule's);
+* ``allgather`` — ``Allgather`` of equal shards, placed into the whole tensor;
+* compute — the local GEMM view of the record (the single-process kernels on
+  local shapes); a replicated operand is read at the device's index range;
+* ``allreduce`` — each device writes its partial result at its index range of
+  a zero buffer of the whole output, summed in place.
+
+The groups' results are summed at the end, so every rank returns the whole
+result. Before the first step all ranks check that they hold the same plan
+(a hash) and that the schedule's per-rank peak fits each rank's memory limit.
+An exception on one rank prints ``qsimdist: error: rank R: ...`` and aborts
+the communicator, so no rank waits forever in a collective.
+
+Arrays are numpy here; with ``backend="cupy"`` the shards live on the rank's
+GPU and collectives are staged through host memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config import format_bytes
+from ..errors import ExecutionError, InvalidInputError, PlanError, QsimdistError
+from ..planner.distribution.bits import local_shape, local_sizes, shard_slices
+from ..planner.lifetime import gemm_step
+from ..planner.plan import Plan
+from .local import BufferPool, array_module, load_leaf, run_step
+
+FAULT_ENV = "QSIMDIST_FAULT_INJECT"
+
+
+@dataclass
+class RunStats:
+    """What one rank measured: bytes moved, seconds per step, peak memory."""
+
+    rank: int = 0
+    # peak_bytes: the most bytes of arrays this rank held at once (tensors, collective buffers,
+    # local copies), summed from the arrays themselves; kernels' internal temporaries excluded
+    sent_bytes: int = 0
+    recv_bytes: int = 0
+    peak_bytes: int = 0
+    seconds: float = 0.0
+    slices: int = 0
+    redistributions: int = 0
+    step_seconds: list[float] = field(default_factory=list)  # summed over this rank's slices
+    step_sent: list[int] = field(default_factory=list)  # bytes sent per step, one slice
+    step_recv: list[int] = field(default_factory=list)
+    step_peak: list[int] = field(default_factory=list)  # bytes held by this rank during each step
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def plan_hash(plan: Plan) -> str:
+    """A digest of everything a rank executes: the plan with its arrays and schedule."""
+    text = json.dumps(plan.to_dict(include_arrays=True), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def parse_fault(value: str | None) -> tuple[int, int] | None:
+    """``"rank=R,step=S"`` -> (R, S); ``None`` when unset."""
+    if not value:
+        return None
+    try:
+        fields = dict(part.split("=", 1) for part in value.split(","))
+        return int(fields["rank"]), int(fields["step"])
+    except (ValueError, KeyError):
+        raise InvalidInputError(
+            f"{FAULT_ENV}={value!r} is not of the form 'rank=R,step=S'") from None
+
+
+def _mpi():
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        from ..errors import MissingDependencyError
+
+        raise MissingDependencyError(
+            f"executor 'mpi' needs mpi4py ({exc}); install it with: pip install 'qsimdist[mpi]'"
+        ) from None
+    return MPI
+
+
+def check_same_plan(comm, plan: Plan) -> str:
+    """Refuse to start unless every rank holds the same plan (raised on every rank)."""
+    digest = plan_hash(plan)
+    digests = comm.allgather(digest)
+    odd = [r for r, h in enumerate(digests) if h != digests[0]]
+    if odd:
+        raise PlanError(f"ranks {odd[:8]} hold a different plan from rank 0; every rank must "
+                        "run the same plan (make it once and broadcast it)")
+    return digest
+
+
+def check_memory(comm, plan: Plan, limit: int | None) -> None:
+    """Refuse on every rank when the schedule's per-rank peak exceeds some rank's limit."""
+    need = plan.schedule.predicted.peak_bytes_per_device
+    mine = plan.schedule.usable_memory if limit is None else int(limit)
+    limits = comm.allgather(mine)
+    over = [(r, lim) for r, lim in enumerate(limits) if need > lim]
+    if over:
+        r, lim = over[0]
+        raise PlanError(f"rank {r}: the schedule needs {format_bytes(need)} per rank (predicted "
+                        f"peak), over its memory limit {format_bytes(lim)}; plan for that limit "
+                        "(--memory-limit) or use more ranks")
+
+
+class _GroupRunner:
+    """One rank's work inside its group for one slice."""
+
+    def __init__(self, plan: Plan, group, xp, pool: BufferPool, stats: RunStats, fault) -> None:
+        self.plan, self.group, self.xp, self.pool, self.stats = plan, group, xp, pool, stats
+        self.sched = plan.schedule
+        self.d = self.sched.group_size
+        self.r = group.Get_rank()
+        self.size = plan.network.size_dict
+        self.dtype = np.dtype(plan.dtype)
+        self.modes = dict(enumerate(plan.leaf_modes))
+        for s in plan.steps:
+            self.modes[s.out] = s.out_modes
+        self.fault = fault
+        self.global_rank = stats.rank
+        self.local_steps = {}
+
+    # ----------------------------------------------------------- helpers
+    def host(self, a) -> np.ndarray:
+        return np.ascontiguousarray(a if self.xp is np else self.xp.asnumpy(a))
+
+    def device(self, a):
+        return a if self.xp is np else self.xp.asarray(a)
+
+    def shard_of(self, node: int, whole, bits, rank: int):
+        return self.xp.ascontiguousarray(whole[shard_slices(self.modes[node], self.size, bits,
+                                                            rank)])
+
+    def full_shape(self, node: int) -> tuple[int, ...]:
+        return tuple(self.size[i] for i in self.modes[node])
+
+    def local_step(self, j: int, bits):
+        key = (j, tuple(bits))
+        if key not in self.local_steps:
+            s = self.plan.steps[j]
+            self.local_steps[key] = gemm_step(s.lhs, s.rhs, s.out, s.lhs_modes, s.rhs_modes,
+                                              s.out_modes, local_sizes(self.size, bits),
+                                              self.dtype.itemsize)
+        return self.local_steps[key]
+
+    # -------------------------------------------------------- collectives
+    def alltoall(self, node: int, x, old, new):
+        """Move a shard from bits ``old`` to ``new`` (Alltoallv; the kept block is copied)."""
+        from mpi4py import MPI
+
+        modes, d, me = self.modes[node], self.d, self.r
+        mine_old = shard_slices(modes, self.size, old, me)
+        mine_new = shard_slices(modes, self.size, new, me)
+        out = self.xp.empty(local_shape(modes, self.size, new), self.dtype)
+        xh = self.host(x)
+        send_parts, recv_blocks = [], []
+        scounts, rcounts = [0] * d, [0] * d
+        for p in range(d):
+            give = _overlap(mine_old, shard_slices(modes, self.size, new, p), self.size, modes)
+            take = _overlap(shard_slices(modes, self.size, old, p), mine_new, self.size, modes)
+            if p == me:
+                if give is not None:
+                    out[_relative(give, mine_new)] = x[_relative(give, mine_old)]
+                continue
+            if give is not None:
+                part = np.ascontiguousarray(xh[_relative(give, mine_old)])
+                send_parts.append(part.reshape(-1).view(np.uint8))
+                scounts[p] = part.nbytes
+            if take is not None:
+                blk = _relative(take, mine_new)
+                n = math.prod(s.stop - s.start for s in blk) * self.dtype.itemsize
+                recv_blocks.append((p, blk))
+                rcounts[p] = n
+        sendbuf = np.concatenate(send_parts) if send_parts else np.empty(0, np.uint8)
+        recvbuf = np.empty(sum(rcounts), np.uint8)
+        sdispl = np.concatenate([[0], np.cumsum(scounts)[:-1]]).astype(np.int64).tolist()
+        rdispl = np.concatenate([[0], np.cumsum(rcounts)[:-1]]).astype(np.int64).tolist()
+        self.group.Alltoallv([sendbuf, (scounts, sdispl), MPI.BYTE],
+                             [recvbuf, (rcounts, rdispl), MPI.BYTE])
+        for p, blk in recv_blocks:
+            shape = tuple(s.stop - s.start for s in blk)
+            chunk = recvbuf[rdispl[p]:rdispl[p] + rcounts[p]].view(self.dtype).reshape(shape)
+            out[blk] = self.device(chunk)
+        return out, sum(scounts), sum(rcounts), sendbuf.nbytes + recvbuf.nbytes + out.nbytes
+
+    def allgather(self, node: int, x, bits):
+        """The whole tensor from its shards."""
+        from mpi4py import MPI
+
+        xh = self.host(x)
+        recv = np.empty((self.d,) + xh.shape, self.dtype)
+        self.group.Allgather([xh.reshape(-1).view(np.uint8), MPI.BYTE],
+                             [recv.reshape(-1).view(np.uint8), MPI.BYTE])
+        whole = self.xp.empty(self.full_shape(node), self.dtype)
+        for p in range(self.d):
+            whole[shard_slices(self.modes[node], self.size, bits, p)] = self.device(recv[p])
+        return whole, xh.nbytes, xh.nbytes * (self.d - 1), recv.nbytes + whole.nbytes
+
+    def allreduce(self, node: int, part, bits):
+        """Sum partial results placed at each device's index range (in place)."""
+        from mpi4py import MPI
+
+        whole = np.zeros(self.full_shape(node), self.dtype)
+        whole[shard_slices(self.modes[node], self.size, bits, self.r)] = self.host(part)
+        self.group.Allreduce(MPI.IN_PLACE, whole)
+        nbytes = whole.nbytes
+        wire = int(2 * nbytes * (self.d - 1) / self.d)  # a ring's volume (MPI picks its own)
+        return self.device(whole), wire, wire, whole.nbytes
+
+    # ---------------------------------------------------------------- run
+    def run(self, assignment: dict[str, int], first_slice: bool):
+        """Contract one slice; returns the whole root (every step's bytes and time recorded)."""
+        plan, sched, xp = self.plan, self.sched, self.xp
+        held: dict[int, tuple[object, tuple]] = {}
+        for k in range(plan.network.num_tensors):
+            held[k] = (load_leaf(plan, k, assignment, xp, self.dtype), ())
+        for j, (s, rec) in enumerate(zip(plan.steps, sched.steps)):
+            if self.fault is not None and self.fault == (self.global_rank, j):
+                raise ExecutionError(f"fault injected at step {j} ({FAULT_ENV})")
+            t0 = time.perf_counter()
+            sent = recv = 0
+            node = {"lhs": s.lhs, "rhs": s.rhs}
+            ops = {side: held.pop(node[side]) for side in ("lhs", "rhs")}
+            others = sum(a.nbytes for a, _ in held.values())
+            # bytes this step holds: the operands as stored, collective buffers, local copies
+            step_bytes = sum(a.nbytes for a, _ in ops.values())
+            for c in rec.pre:
+                arr, bits = ops[c.operand]
+                n = node[c.operand]
+                if c.kind == "alltoall":
+                    arr2, a, b, tmp = self.alltoall(n, arr, bits, c.to_bits)
+                    self.stats.redistributions += first_slice
+                else:
+                    arr2, a, b, tmp = self.allgather(n, arr, bits)
+                ops[c.operand] = (arr2, tuple(c.to_bits))
+                sent, recv, step_bytes = sent + a, recv + b, step_bytes + tmp
+            cb = tuple(rec.compute_bits)
+            local = []
+            for side in ("lhs", "rhs"):
+                arr, bits = ops[side]
+                if not bits and cb and any(m in self.modes[node[side]] for m, _ in cb):
+                    arr = self.xp.ascontiguousarray(
+                        arr[shard_slices(self.modes[node[side]], self.size, cb, self.r)])
+                    step_bytes += arr.nbytes
+                local.append(arr)
+            out = run_step(self.local_step(j, cb), local[0], local[1], xp, self.pool)
+            out = out.reshape(local_shape(s.out_modes, self.size, cb))
+            step_bytes += out.nbytes
+            if rec.post is not None:
+                if rec.post.kind == "allreduce":
+                    out, a, b, tmp = self.allreduce(s.out, out, cb)
+                else:
+                    out, a, b, tmp = self.allgather(s.out, out, cb)
+                sent, recv, step_bytes = sent + a, recv + b, step_bytes + tmp
+            measured = others + step_bytes
+            self.stats.peak_bytes = max(self.stats.peak_bytes, measured)
+            held[s.out] = (out, tuple(rec.out_bits))
+            if first_slice:
+                self.stats.step_sent.append(sent)
+                self.stats.step_recv.append(recv)
+                self.stats.step_seconds.append(0.0)
+                self.stats.step_peak.append(0)
+            self.stats.step_peak[j] = max(self.stats.step_peak[j], measured)
+            self.stats.step_seconds[j] += time.perf_counter() - t0
+            self.stats.sent_bytes += sent
+            self.stats.recv_bytes += recv
+        ((root, bits),) = held.values()
+        if bits:
+            raise ExecutionError("the schedule left the result sharded")
+        return root
+
+
+def _overlap(a: tuple[slice, ...], b: tuple[slice, ...], size, modes):
+    """Intersection of two index boxes (``slice(None)`` = the whole mode); ``None`` if empty."""
+    out = []
+    for m, sa, sb in zip(modes, a, b):
+        lo_a, hi_a = (0, size[m]) if sa.start is None else (sa.start, sa.stop)
+        lo_b, hi_b = (0, size[m]) if sb.start is None else (sb.start, sb.stop)
+        lo, hi = max(lo_a, lo_b), min(hi_a, hi_b)
+        if lo >= hi:
+            return None
+        out.append(slice(lo, hi))
+    return tuple(out)
+
+
+def _relative(box: tuple[slice, ...], origin: tuple[slice, ...]) -> tuple[slice, ...]:
+    """``box`` in the local coordinates of a shard whose global ranges are ``origin``."""
+    out = []
+    for b, o in zip(box, origin):
+        start = 0 if o.start is None else o.start
+        out.append(slice(b.start - start, b.stop - start))
+    return tuple(out)
+
+
+def slice_assignment(plan: Plan, s: int) -> dict[str, int]:
+    """The values of the sliced indices for slice number ``s`` (last index fastest)."""
+    values = {}
+    for i in reversed(plan.sliced):
+        n = plan.network.size_dict[i]
+        values[i] = s % n
+        s //= n
+    return values
+
+
+def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
+            memory_limit: int | None = None, stats: RunStats | None = None):
+    """Run ``plan.schedule`` on the ranks of ``comm`` (default ``MPI.COMM_WORLD``).
+
+    Returns the whole result on every rank. ``stats`` (a :class:`RunStats`)
+    is filled with this rank's measured bytes, times and peak memory.
+    Without a schedule, a single rank runs the local executor.
+    """
+    if plan.network.arrays is None:
+        raise InvalidInputError("this plan's network has no arrays; nothing to contract")
+    MPI = _mpi()
+    comm = comm if comm is not None else MPI.COMM_WORLD
+    nranks, rank = comm.Get_size(), comm.Get_rank()
+    stats = stats if stats is not None else RunStats()
+    stats.rank = rank
+    sched = plan.schedule
+    if sched is None:
+        if nranks == 1:
+            from .local import execute as local_execute
+
+            return local_execute(plan, backend=backend, progress=progress)
+        raise PlanError(f"this plan has no distributed schedule for {nranks} ranks; make one "
+                        f"with 'qsimdist plan … --profile NAME --devices {nranks}'")
+    if sched.devices != nranks:
+        raise PlanError(f"the schedule is for {sched.devices} ranks but {nranks} are running; "
+                        f"launch with mpiexec -n {sched.devices}")
+    check_same_plan(comm, plan)
+    check_memory(comm, plan, memory_limit)
+    fault = parse_fault(os.environ.get(FAULT_ENV))
+    xp = array_module(backend)
+    if backend == "cupy":
+        _select_device(xp, comm)
+    g, r = divmod(rank, sched.group_size)
+    group = comm.Split(g, r)
+    across = comm.Split(r, g)
+    dtype = np.dtype(plan.dtype)
+    pool = BufferPool(xp, dtype, limit=sched.predicted.peak_bytes_per_device)
+    runner = _GroupRunner(plan, group, xp, pool, stats, fault)
+    out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)
+    t0 = time.perf_counter()
+    result = None
+    try:
+        mine = sched.slices_of_group(g)
+        for done, s in enumerate(mine, start=1):
+            root = runner.run(slice_assignment(plan, s), first_slice=done == 1)
+            root = root.reshape(out_shape)
+            result = root if result is None else result + root
+            stats.slices += 1
+            if progress is not None and rank == 0:
+                progress(done, len(mine))
+        if result is None:
+            result = xp.zeros(out_shape, dtype)
+        host = np.ascontiguousarray(runner.host(result))
+        across.Allreduce(MPI.IN_PLACE, host)
+        result = runner.device(host)
+    except QsimdistError as exc:
+        abort(comm, f"rank {rank}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - any failure must end every rank
+        abort(comm, f"rank {rank}: {type(exc).__name__}: {exc}")
+    stats.seconds = time.perf_counter() - t0
+    group.Free()
+    across.Free()
+    return result
+
+
+def abort(comm, message: str) -> None:
+    """Print one line naming the rank and end every rank of ``comm`` (no rank hangs)."""
+    sys.stderr.write(f"qsimdist: error: {message}\n")
+    sys.stderr.flush()
+    comm.Abort(1)
+
+
+def _select_device(cupy, comm) -> None:
+    """One GPU per rank, chosen by the rank's index on its node."""
+    from mpi4py import MPI
+
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    ndev = cupy.cuda.runtime.getDeviceCount()
+    cupy.cuda.Device(local.Get_rank() % max(ndev, 1)).use()
+    local.Free()
+
+
+def launched_under_mpi() -> bool:
+    """Whether this process was started by mpiexec/srun with more than one rank."""
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE",
+                "MV2_COMM_WORLD_SIZE"):
+        value = os.environ.get(var)
+        if value and value.isdigit() and int(value) > 1:
+            return True
+    return False

@@ -1,0 +1,111 @@
+"""The ``mpi`` executor under ``mpiexec -n 2`` and ``-n 4``, against the single-process one.
+
+Each case runs ``tests/mpi_cases.py`` under mpiexec: rank 0 plans and
+broadcasts, every rank validates, replays and executes the schedule, and
+rank 0 reports the error against the single-process executor with every
+rank's measured bytes and peak memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE.parent.parent / "shared" / "data"
+
+pytestmark = [pytest.mark.mpi]
+
+if shutil.which("mpiexec") is None:  # pragma: no cover - the test extra installs mpich
+    pytest.skip("mpiexec not found: pip install 'qsimdist[mpi]'", allow_module_level=True)
+
+
+def mpirun(nranks: int, *args: str, env: dict | None = None, timeout: float = 240):
+    cmd = ["mpiexec", "-n", str(nranks), sys.executable, "-m", "mpi4py", *args]
+    full_env = dict(os.environ, **(env or {}))
+    t = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env,
+                          cwd=HERE.parent)
+    return proc, time.monotonic() - t
+
+
+def run_case(nranks: int, case: str) -> dict:
+    proc, _ = mpirun(nranks, str(HERE / "mpi_cases.py"), case)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert len(lines) == 1, proc.stdout  # rank 0 prints, the others print nothing
+    return json.loads(lines[0])
+
+
+def check(res: dict, nranks: int) -> None:
+    tol = 1e-5 if res["dtype"] == "complex64" else 1e-12
+    assert res["rel_err"] <= tol, res["rel_err"]
+    assert len(res["stats"]) == nranks
+    for st in res["stats"]:
+        # the bytes each rank sends and receives are the schedule's, step by step
+        assert st["step_sent"] == res["replay_step_sent"], (st["rank"], st["step_sent"])
+        assert st["step_recv"] == res["replay_step_recv"]
+        assert st["sent_bytes"] == res["replay_sent_per_slice"] * st["slices"]
+        # measured peak (arrays held) within 1.25x of the prediction, never above the limit
+        assert st["peak_bytes"] <= 1.25 * res["predicted_peak"]
+        assert st["peak_bytes"] <= res["usable"]
+        assert st["peak_bytes"] >= 0.5 * res["predicted_peak"]
+
+
+@pytest.mark.parametrize("nranks", [2, 4])
+@pytest.mark.parametrize("dtype", ["c64", "c128"])
+def test_batched_amplitudes_sharded(nranks, dtype):
+    res = run_case(nranks, f"circuit:16:12:3:3:1.0:sharded:{dtype}")
+    check(res, nranks)
+    assert res["group_size"] == nranks
+    assert {"redistribute", "keep"} <= set(res["actions"])
+
+
+def test_slicing_and_distribution_together():
+    res = run_case(4, "circuit:16:12:3:3:1.0:groups")
+    check(res, 4)
+    assert res["group_size"] == 2 and res["n_slices"] >= 2
+
+
+def test_peps_norm_sharded():
+    res = run_case(2, "peps:2.0:sharded:c128")
+    check(res, 2)
+    assert res["group_size"] == 2 and set(res["actions"]) - {"local"}
+
+
+@pytest.mark.skipif(not (DATA / "networks").is_dir(),
+                    reason="reference networks need ../shared/data (absent here)")
+def test_benchmark_network_sharded():
+    net = DATA / "networks" / "cubic_6x6x10.json"  # a 48-tensor piece of it, closed
+    res = run_case(2, f"network:{net}:48:2.0:sharded")
+    check(res, 2)
+    assert set(res["actions"]) - {"local"}
+
+
+def test_fault_ends_every_rank_promptly():
+    proc, secs = mpirun(4, str(HERE / "mpi_cases.py"), "circuit:16:12:3:3:1.0:sharded",
+                        env={"QSIMDIST_FAULT_INJECT": "rank=1,step=3"}, timeout=120)
+    assert proc.returncode != 0
+    assert secs < 60  # includes planning; the abort itself is immediate
+    assert "qsimdist: error: rank 1:" in proc.stderr and "fault injected at step 3" in proc.stderr
+
+
+def test_different_plans_are_refused():
+    code = (
+        "import sys; from mpi4py import MPI; sys.argv=['x','circuit:12:6:3:1:2.0:sharded'];"
+        "exec(open('tests/mpi_cases.py').read().split('def main()')[0]);"
+        "from qsimdist.executors.mpi import check_same_plan;"
+        "from qsimdist.errors import PlanError;"
+        "p = circuit_plan(8 + MPI.COMM_WORLD.rank, 4, 2, 'complex64', 1);"
+        "\ntry:\n    check_same_plan(MPI.COMM_WORLD, p)\nexcept PlanError as e:\n    print(e)"
+    )
+    proc, _ = mpirun(2, "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("ranks [1] hold a different plan") == 2
