@@ -33,17 +33,30 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
 from ..config import format_bytes
 from ..errors import ExecutionError, InvalidInputError, PlanError, QsimdistError
-from ..planner.distribution.bits import local_shape, local_sizes, shard_slices
+from ..planner.distribution.bits import local_shape, local_sizes
+from ..planner.distribution.bits import shard_slices as _shard_slices
 from ..planner.lifetime import gemm_step
 from ..planner.plan import Plan
 from .local import BufferPool, array_module, load_leaf, run_step
 
 FAULT_ENV = "QSIMDIST_FAULT_INJECT"
+
+
+@lru_cache(maxsize=65536)
+def _slices_cached(modes, size_items, bits, rank):
+    return _shard_slices(modes, dict(size_items), bits, rank)
+
+
+def shard_slices(modes, size, bits, rank):
+    """``bits.shard_slices``, memoised: every slice asks for the same ranges."""
+    key = tuple((m, size[m]) for m in modes)
+    return _slices_cached(tuple(modes), key, tuple(bits), rank)
 
 
 @dataclass
@@ -153,6 +166,12 @@ class _GroupRunner:
     def full_shape(self, node: int) -> tuple[int, ...]:
         return tuple(self.size[i] for i in self.modes[node])
 
+    def out_shape(self, j: int, bits) -> tuple[int, ...]:
+        key = ("out", j, bits)
+        if key not in self.local_steps:
+            self.local_steps[key] = local_shape(self.plan.steps[j].out_modes, self.size, bits)
+        return self.local_steps[key]
+
     def local_step(self, j: int, bits):
         key = (j, tuple(bits))
         if key not in self.local_steps:
@@ -233,6 +252,7 @@ class _GroupRunner:
         held: dict[int, tuple[object, tuple]] = {}
         for k in range(plan.network.num_tensors):
             held[k] = (load_leaf(plan, k, assignment, xp, self.dtype), ())
+        held_bytes = sum(a.nbytes for a, _ in held.values())
         for j, (s, rec) in enumerate(zip(plan.steps, sched.steps)):
             if self.fault is not None and self.fault == (self.global_rank, j):
                 raise ExecutionError(f"fault injected at step {j} ({FAULT_ENV})")
@@ -240,7 +260,8 @@ class _GroupRunner:
             sent = recv = 0
             node = {"lhs": s.lhs, "rhs": s.rhs}
             ops = {side: held.pop(node[side]) for side in ("lhs", "rhs")}
-            others = sum(a.nbytes for a, _ in held.values())
+            held_bytes -= sum(a.nbytes for a, _ in ops.values())
+            others = held_bytes
             # bytes this step holds: the operands as stored, collective buffers, local copies
             step_bytes = sum(a.nbytes for a, _ in ops.values())
             for c in rec.pre:
@@ -263,7 +284,7 @@ class _GroupRunner:
                     step_bytes += arr.nbytes
                 local.append(arr)
             out = run_step(self.local_step(j, cb), local[0], local[1], xp, self.pool)
-            out = out.reshape(local_shape(s.out_modes, self.size, cb))
+            out = out.reshape(self.out_shape(j, cb))
             step_bytes += out.nbytes
             if rec.post is not None:
                 if rec.post.kind == "allreduce":
@@ -274,6 +295,7 @@ class _GroupRunner:
             measured = others + step_bytes
             self.stats.peak_bytes = max(self.stats.peak_bytes, measured)
             held[s.out] = (out, tuple(rec.out_bits))
+            held_bytes += out.nbytes
             if first_slice:
                 self.stats.step_sent.append(sent)
                 self.stats.step_recv.append(recv)
