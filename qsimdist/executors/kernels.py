@@ -12,80 +12,125 @@ output. No operand or output is copied or permuted.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import numpy as np
 
-try:  # numba ships with quimb; without it the executor falls back to numpy.matmul
-    import numba
-
-    _HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised only where numba is absent
-    _HAVE_NUMBA = False
+#: numba ships with quimb; without it the executor falls back to numpy.matmul. It is
+#: imported only when a plan first needs the compiled loop (importing it costs ~0.5 s).
+_HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
 #: inner GEMMs up to this many multiply-adds run in the compiled loop
 SMALL_INNER = 4096
 #: extents of n and k that get a specialised (unrolled) kernel, compiled once and cached
 UNROLLED_N = (1, 2, 4, 8, 16)
 UNROLLED_K = (2, 4, 8)
+#: plans of fewer FLOPs than this run their loop steps through numpy.matmul instead: on a
+#: fresh machine each compiled variant takes seconds to compile (then it is cached on disk
+#: under numba's cache), while such a plan takes milliseconds either way
+COMPILE_MIN_FLOPS = 1e8
+
+prange = range  # numba.prange once numba is loaded (read when the loop is compiled)
+_loop = None  # the compiled generic loop (numba dispatcher), made on first use
+_chunk = None  # the compiled serial body of one chunk of outer indices
+_unrolled: dict[tuple[int, int], object] = {}
 
 
 def available() -> bool:
     return _HAVE_NUMBA
 
 
-if _HAVE_NUMBA:
+def worthwhile(flops: float) -> bool:
+    """Whether a plan of ``flops`` should use the compiled loop (numba present, plan not tiny)."""
+    return _HAVE_NUMBA and flops >= COMPILE_MIN_FLOPS
 
-    @numba.njit(parallel=True, cache=True, fastmath=True)
-    def _small_gemm_impl(x, y, out, dims, xs, ys, os, m, n, k, xs_m, ys_n, chunk):  # pragma: no cover
-        n_outer = out.size // (m * n)
-        nd = dims.shape[0]
-        n_chunks = (n_outer + chunk - 1) // chunk
-        for c in numba.prange(n_chunks):
+
+def _gemm_chunk(x, y, out, dims, xs, ys, os, m, n, k, xs_m, ys_n, first, last):  # pragma: no cover
+    """Outer indices ``first..last-1`` of the step, serially."""
+    nd = dims.shape[0]
+    # decode the first outer index of the chunk, then step like an odometer
+    pos = np.empty(nd, dtype=np.int64)
+    rem = first * 1  # a copy: the parallel loop index must not be written
+    xo = 0
+    yo = 0
+    oo = 0
+    for d in range(nd - 1, -1, -1):
+        pos[d] = rem % dims[d]
+        rem //= dims[d]
+        xo += pos[d] * xs[d]
+        yo += pos[d] * ys[d]
+        oo += pos[d] * os[d]
+    for _ in range(first, last):
+        for ii in range(m):
+            xb = xo + ii * xs_m
+            for jj in range(n):
+                yb = yo + jj * ys_n
+                acc = x[xb] * y[yb]
+                for ll in range(1, k):
+                    acc += x[xb + ll] * y[yb + ll]
+                out[oo + ii * n + jj] = acc
+        d = nd - 1
+        while d >= 0:
+            pos[d] += 1
+            xo += xs[d]
+            yo += ys[d]
+            oo += os[d]
+            if pos[d] < dims[d]:
+                break
+            xo -= xs[d] * dims[d]
+            yo -= ys[d] * dims[d]
+            oo -= os[d] * dims[d]
+            pos[d] = 0
+            d -= 1
+
+
+def _small_gemm_loop(x, y, out, dims, xs, ys, os, m, n, k, xs_m, ys_n, chunk):  # pragma: no cover
+    n_outer = out.size // (m * n)
+    n_chunks = (n_outer + chunk - 1) // chunk
+    if n_chunks <= 1:
+        # one chunk runs here: waking the thread pool for it costs more than the work
+        # (and ~15 ms when the other cores are busy)
+        _chunk(x, y, out, dims, xs, ys, os, m, n, k, xs_m, ys_n, 0, n_outer)
+    else:
+        for c in prange(n_chunks):
             first = c * chunk
-            last = min(first + chunk, n_outer)
-            # decode the first outer index of the chunk, then step like an odometer
-            pos = np.empty(nd, dtype=np.int64)
-            rem = first * 1  # a copy: the parallel loop index must not be written
-            xo = 0
-            yo = 0
-            oo = 0
-            for d in range(nd - 1, -1, -1):
-                pos[d] = rem % dims[d]
-                rem //= dims[d]
-                xo += pos[d] * xs[d]
-                yo += pos[d] * ys[d]
-                oo += pos[d] * os[d]
-            for _ in range(first, last):
-                for ii in range(m):
-                    xb = xo + ii * xs_m
-                    for jj in range(n):
-                        yb = yo + jj * ys_n
-                        acc = x[xb] * y[yb]
-                        for ll in range(1, k):
-                            acc += x[xb + ll] * y[yb + ll]
-                        out[oo + ii * n + jj] = acc
-                d = nd - 1
-                while d >= 0:
-                    pos[d] += 1
-                    xo += xs[d]
-                    yo += ys[d]
-                    oo += os[d]
-                    if pos[d] < dims[d]:
-                        break
-                    xo -= xs[d] * dims[d]
-                    yo -= ys[d] * dims[d]
-                    oo -= os[d] * dims[d]
-                    pos[d] = 0
-                    d -= 1
+            _chunk(x, y, out, dims, xs, ys, os, m, n, k, xs_m, ys_n, first,
+                   min(first + chunk, n_outer))
 
 
-    @numba.njit(cache=True)
-    def _small_gemm(x, y, out, dims, xs, ys, os, m, n, k, xs_m, ys_n, chunk):  # pragma: no cover
-        # n and k become compile-time constants, so the innermost loops unroll
-        numba.literally(n)
-        numba.literally(k)
-        _small_gemm_impl(x, y, out, dims, xs, ys, os, m, n, k, xs_m, ys_n, chunk)
+def _compiled_loop():
+    """The generic compiled loop (``n`` and ``k`` at run time), jitted on first use."""
+    global _loop, _chunk, prange
+    if _loop is None:
+        import numba
+
+        prange = numba.prange
+        _chunk = numba.njit(cache=True, fastmath=True, inline="always")(_gemm_chunk)
+        _loop = numba.njit(parallel=True, cache=True, fastmath=True)(_small_gemm_loop)
+    return _loop
+
+
+def _compiled_unrolled(n: int, k: int):
+    """A loop with ``n`` and ``k`` fixed at compile time, so its innermost loops unroll.
+
+    ``n`` and ``k`` are closure constants: numba types them as literals and
+    specialises the generic loop on them, and its on-disk cache keys each
+    variant by them. (``numba.literally`` did the same, but re-ran type
+    inference on every call before dispatching: ~40 ms a call.)
+    """
+    run = _unrolled.get((n, k))
+    if run is None:
+        import numba
+
+        _compiled_loop()  # the global _loop, which the variant calls
+        n_c, k_c = n, k
+
+        def unrolled(x, y, out, dims, xs, ys, os, m, xs_m, ys_n, chunk):  # pragma: no cover
+            _loop(x, y, out, dims, xs, ys, os, m, n_c, k_c, xs_m, ys_n, chunk)
+
+        run = _unrolled[(n, k)] = numba.njit(cache=True)(unrolled)
+    return run
 
 
 def _outer_strides(view: tuple[int, ...], outer: tuple[int, ...]) -> np.ndarray:
@@ -121,6 +166,9 @@ def small_gemm(x, y, out, x_view, y_view, out_view) -> None:
     else:
         dims = np.ones(1, np.int64)
         xs = ys = os = np.zeros(1, np.int64)
+    x, y, out = x.reshape(-1), y.reshape(-1), out.reshape(-1)
     # the commonest tiny shapes get kernels with n and k unrolled at compile time
-    run = _small_gemm if (n in UNROLLED_N and k in UNROLLED_K) else _small_gemm_impl
-    run(x.reshape(-1), y.reshape(-1), out.reshape(-1), dims, xs, ys, os, m, n, k, k, k, 16384)
+    if n in UNROLLED_N and k in UNROLLED_K:
+        _compiled_unrolled(n, k)(x, y, out, dims, xs, ys, os, m, k, k, 16384)
+    else:
+        _compiled_loop()(x, y, out, dims, xs, ys, os, m, n, k, k, k, 16384)

@@ -114,8 +114,14 @@ def _permuted(t, dims, perm, pool: BufferPool):
     return out
 
 
-def run_step(step: Step, a, b, xp, pool: BufferPool):
-    """One pairwise contraction as the plan describes it; returns the output buffer."""
+def run_step(step: Step, a, b, xp, pool: BufferPool, compiled: bool | None = None):
+    """One pairwise contraction as the plan describes it; returns the output buffer.
+
+    ``compiled``: run loop steps in the compiled kernel (default: where numba is
+    installed); otherwise they go through ``matmul``.
+    """
+    if compiled is None:
+        compiled = kernels.available()
     x, y = (a, b) if step.x == "lhs" else (b, a)
     if step.kernel == "transpose":
         xt = _permuted(x, step.x_dims, step.x_perm, pool)
@@ -135,7 +141,7 @@ def run_step(step: Step, a, b, xp, pool: BufferPool):
         return out
     xv = x.reshape(step.x_view)
     yv = y.reshape(step.y_view)
-    if step.loop and xp is np and kernels.available():
+    if step.loop and xp is np and compiled:
         out = pool.get(step.out_view)
         kernels.small_gemm(xv, yv, out, step.x_view, step.y_view, step.out_view)
         return out
@@ -159,7 +165,8 @@ def run_step(step: Step, a, b, xp, pool: BufferPool):
     return out
 
 
-def contract_slice(plan: Plan, assignment: dict[str, int], xp, pool: BufferPool, dtype):
+def contract_slice(plan: Plan, assignment: dict[str, int], xp, pool: BufferPool, dtype,
+                   compiled: bool | None = None):
     """Contract one slice (``assignment`` fixes each sliced index); returns the root tensor."""
     n = plan.network.num_tensors
     nodes: dict[int, object] = {}
@@ -167,7 +174,7 @@ def contract_slice(plan: Plan, assignment: dict[str, int], xp, pool: BufferPool,
         nodes[k] = load_leaf(plan, k, assignment, xp, dtype)
     for step in plan.steps:
         a, b = nodes.pop(step.lhs), nodes.pop(step.rhs)
-        nodes[step.out] = run_step(step, a, b, xp, pool)
+        nodes[step.out] = run_step(step, a, b, xp, pool, compiled)
         pool.put(a)
         pool.put(b)
     (root,) = nodes.values()
@@ -191,11 +198,14 @@ def execute(
     # faults of fresh allocations, which cost more than the arithmetic here
     pool = BufferPool(xp, dtype, limit=2 * plan.stats.peak_bytes)
     out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)
+    # a tiny plan runs its loop steps through matmul: compiling the loop kernel on a
+    # fresh machine takes seconds, the whole plan milliseconds
+    compiled = xp is np and kernels.worthwhile(plan.stats.flops)
     result = None
     ranges = [range(plan.network.size_dict[i]) for i in plan.sliced]
     total = plan.stats.n_slices
     for done, values in enumerate(itertools.product(*ranges), start=1):
-        root = contract_slice(plan, dict(zip(plan.sliced, values)), xp, pool, dtype)
+        root = contract_slice(plan, dict(zip(plan.sliced, values)), xp, pool, dtype, compiled)
         root = root.reshape(out_shape)
         if result is None:
             result = root

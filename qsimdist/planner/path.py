@@ -4,26 +4,51 @@ The cache key is the network's canonical structure (indices renamed by first
 appearance) plus the search options, so a structurally identical query —
 the same circuit with another bitstring, say — skips the search. Paths are
 kept in memory and on disk (``$QSIMDIST_CACHE_DIR``, default
-``~/.cache/qsimdist/paths``) as JSON.
+``~/.cache/qsimdist/paths``) as JSON. Entries read from disk are checked
+against the network (a damaged or stale entry is a miss, warned about once
+and rewritten); a cache folder that cannot be used is warned about once and
+the run goes on without it.
+
+Searches are seeded (:attr:`PathOptions.seed`), so the same network, options
+and library versions give the same path, hence the same bits. A network that
+is cheap to contract gets cotengra's greedy path with no hyper-optimisation,
+and the default search never plans to spend more time than the greedy
+contraction would take (see :func:`_default_repeats`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
+import random
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .._fileio import atomic_write_text
+from .._fileio import atomic_write_text, read_regular_bytes
 from ..errors import InvalidInputError, PlanError
 from ..network import Network
 
 _MEMORY_CACHE: dict[str, dict] = {}
+#: cache problems already warned about in this process (one warning each)
+_WARNED: set[str] = set()
+#: largest path cache entry read (a path for a million tensors is ~20 MB)
+MAX_ENTRY_BYTES = 64 << 20
+
+#: networks up to this many tensors get cotengra's exact 'optimal' path
+OPTIMAL_MAX_TENSORS = 12
+#: multiply-adds per second assumed when weighing a search against the contraction it may
+#: save (a deliberately low complex64 rate; a constant, not a measurement, so that the
+#: choice, and the path, is the same on every machine)
+SEARCH_RATE = 1e9
+#: estimated seconds of one hyper-optimiser trial per tensor (trial plus subtree
+#: reconfiguration; measured ~4.8 ms on a 2,487-tensor network)
+TRIAL_SECONDS_PER_TENSOR = 5e-3
 
 
 @dataclass(frozen=True)
@@ -38,6 +63,10 @@ class PathOptions:
         minimize: cotengra objective (``flops``, ``size``, ``write``, ``combo``).
         parallel: let cotengra use a process pool (``True`` or a number of processes).
         cache: read and write the structure-keyed path cache.
+        reconfigure: refine each trial by cotengra's subtree reconfiguration.
+        seed: seed of every random choice in the search. With ``max_time=None``
+            and ``parallel=False`` the same network, options and library versions
+            give the same path.
     """
 
     max_repeats: int | None = None
@@ -47,8 +76,11 @@ class PathOptions:
     parallel: bool | int = False
     cache: bool = True
     reconfigure: bool = True
+    seed: int = 0
 
     def __post_init__(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise InvalidInputError(f"seed must be an integer >= 0, got {self.seed!r}")
         if self.max_repeats is not None and self.max_repeats < 1:
             raise InvalidInputError(f"max_repeats must be >= 1, got {self.max_repeats}")
         if self.max_time is not None and self.max_time <= 0:
@@ -119,6 +151,148 @@ def sliced_names(net: Network, tree) -> list[str]:
     return [names[sym_index[s]] for s in tree.sliced_inds]
 
 
+def _warn_once(topic: str, message: str) -> None:
+    """One warning line per ``topic`` and process."""
+    if topic in _WARNED:
+        return
+    _WARNED.add(topic)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _valid_index(x, limit: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < limit
+
+
+def check_entry(entry: object, n_tensors: int, n_indices: int, output: set[int]) -> str | None:
+    """Why ``entry`` is not a usable cache entry for a network of this shape (``None``: it is).
+
+    A usable entry is a JSON object with ``ssa_path`` (``n_tensors - 1`` pairs of
+    distinct earlier nodes, each node used once) and ``sliced`` (distinct
+    canonical index numbers of the network, none an output index).
+    """
+    if not isinstance(entry, dict) or set(entry) != {"ssa_path", "sliced"}:
+        return "not an object with keys 'ssa_path' and 'sliced'"
+    path, sliced = entry["ssa_path"], entry["sliced"]
+    if not isinstance(path, list) or len(path) != max(n_tensors - 1, 0):
+        return f"'ssa_path' is not a list of {max(n_tensors - 1, 0)} steps"
+    used: set[int] = set()
+    for k, pair in enumerate(path):
+        if (not isinstance(pair, list) or len(pair) != 2
+                or not all(_valid_index(x, n_tensors + k) for x in pair)
+                or pair[0] == pair[1] or pair[0] in used or pair[1] in used):
+            return f"'ssa_path' step {k} ({pair!r}) is not two distinct unused earlier nodes"
+        used.update(pair)
+    if not isinstance(sliced, list) or len(set(map(repr, sliced))) != len(sliced):
+        return "'sliced' is not a list of distinct indices"
+    for i in sliced:
+        if not _valid_index(i, n_indices) or i in output:
+            return f"sliced index {i!r} is not an inner index of this network"
+    return None
+
+
+def _read_entry(cfile: Path, net: Network) -> dict | None:
+    """The valid cache entry in ``cfile``, or ``None`` (missing, unreadable or damaged)."""
+    if not os.path.lexists(cfile):
+        return None
+    try:
+        raw = read_regular_bytes(cfile, "path cache", max_bytes=MAX_ENTRY_BYTES)
+        entry = json.loads(raw.decode("utf-8"))
+        inputs, output, sizes = net.canonical()
+        why = check_entry(entry, len(inputs), len(sizes), set(output))
+    except InvalidInputError as exc:
+        if not os.path.lexists(cfile):  # removed by another process meanwhile
+            return None
+        why = str(exc)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        why = f"not UTF-8 JSON ({type(exc).__name__})"
+    if why is None:
+        return entry
+    _warn_once(f"entry:{cfile}", f"qsimdist: ignoring the damaged path cache entry {cfile} "
+               f"({why}); searching again and rewriting it")
+    return None
+
+
+def _write_entry(cfile: Path, entry: dict) -> None:
+    """Write a cache entry atomically; an unusable cache folder is warned about once."""
+    try:
+        atomic_write_text(cfile, json.dumps(entry))
+    except OSError as exc:
+        _warn_once(f"write:{cfile.parent}", f"qsimdist: cannot write the path cache in "
+                   f"{cfile.parent} ({exc.strerror or exc}); running without it")
+
+
+@contextlib.contextmanager
+def _seeded(seed: int):
+    """Seed the global ``random`` (which cotengra's trial functions draw from) and
+    numpy's, restoring both afterwards."""
+    py_state, np_state = random.getstate(), np.random.get_state()
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    try:
+        yield
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+
+
+def _seeded_greedy_trial(inputs, output, size_dict, random_strength=0.0, temperature=0.0,
+                         costmod=1.0):
+    """cotengra's greedy trial with its randomness drawn from the (seeded) global ``random``:
+    cotengra's own passes no seed to its Rust greedy, which then seeds itself from the OS."""
+    import cotengra as ctg
+    from cotengra.pathfinders.path_basic import get_optimize_greedy
+
+    seed = random.getrandbits(32)
+    sizes = ctg.core.jitter_dict(size_dict, random_strength, seed) if random_strength else size_dict
+    greedy = get_optimize_greedy()
+    kwargs = dict(temperature=temperature, costmod=costmod, use_ssa=True)
+    if getattr(greedy, "f", None) is not None:  # the Rust implementation: seed it explicitly
+        kwargs["seed"] = seed
+    ssa_path = greedy(inputs, output, sizes, **kwargs)
+    return ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=ssa_path)
+
+
+_SEEDED_GREEDY = "qsimdist-seeded-greedy"
+
+
+def _methods(options: PathOptions) -> list[str]:
+    """cotengra methods for the search, with 'greedy' replaced by its seeded twin."""
+    from cotengra.hyperoptimizers import hyper
+
+    if _SEEDED_GREEDY not in hyper.list_hyper_functions():
+        hyper.register_hyper_function(
+            _SEEDED_GREEDY, _seeded_greedy_trial, dict(hyper.get_hyper_space()["greedy"]),
+            dict(hyper.get_hyper_constants().get("greedy", {})),
+        )
+    methods = list(options.methods) if options.methods else list(hyper.get_default_hq_methods())
+    return [_SEEDED_GREEDY if m == "greedy" else m for m in methods]
+
+
+def _optlib_seed_kwargs(seed: int) -> dict:
+    """``seed=`` for the hyper-optimiser's sampler, where that sampler takes one."""
+    import inspect
+
+    from cotengra.hyperoptimizers import hyper
+
+    lib = hyper._OPTLIB_FNS.get(hyper.get_default_optlib())
+    try:
+        return {"seed": seed} if lib and "seed" in inspect.signature(lib.setup).parameters else {}
+    except (TypeError, ValueError):
+        return {}
+
+
+def _default_repeats(n: int, greedy_cost: float) -> int:
+    """Hyper-optimiser trials when the user set none: 8 up to 100 tensors, 32 above, but
+    no more than the greedy contraction's estimated time pays for (``0``: keep greedy).
+
+    The estimate uses constants, not a clock, so the decision (and the path) is the
+    same on every machine and run.
+    """
+    base = 8 if n <= 100 else 32
+    affordable = (greedy_cost / SEARCH_RATE) / (n * TRIAL_SECONDS_PER_TENSOR)
+    return int(min(base, affordable))
+
+
 def find_path(
     net: Network,
     options: PathOptions | None = None,
@@ -126,8 +300,6 @@ def find_path(
     progbar: bool = False,
 ) -> PathResult:
     """Search (or recall) a path for ``net``; slice so no intermediate exceeds ``target_size`` elements."""
-    import cotengra as ctg
-
     options = options or PathOptions()
     names = _names_by_canonical(net)
     key_blob = json.dumps(
@@ -136,70 +308,83 @@ def find_path(
     key = hashlib.sha256(key_blob.encode()).hexdigest()
     cached = _MEMORY_CACHE.get(key) if options.cache else None
     cfile = cache_dir() / f"{key}.json"
-    if cached is None and options.cache and cfile.exists():
-        try:
-            cached = json.loads(cfile.read_text())
+    if cached is None and options.cache:
+        cached = _read_entry(cfile, net)
+        if cached is not None:
             _MEMORY_CACHE[key] = cached
-        except (OSError, json.JSONDecodeError):
-            cached = None  # a damaged cache entry is simply searched again
     if cached is not None:
         return PathResult(
             [tuple(p) for p in cached["ssa_path"]],
             [names[i] for i in cached["sliced"]],
             from_cache=True,
         )
+    with _seeded(options.seed):
+        ssa_path, sliced_sym, sym = _search(net, options, target_size, progbar)
+    sym_index = {s: i for i, s in enumerate(sym)}
+    entry = {"ssa_path": [list(p) for p in ssa_path], "sliced": [sym_index[s] for s in sliced_sym]}
+    if options.cache:
+        _MEMORY_CACHE[key] = entry
+        _write_entry(cfile, entry)
+    return PathResult(ssa_path, [names[i] for i in entry["sliced"]])
+
+
+def _search(net: Network, options: PathOptions, target_size: int | None, progbar: bool):
+    """(SSA path, sliced symbols, symbols) for ``net``: optimal for a few tensors, greedy
+    where the contraction is cheap, else cotengra's hyper-optimiser."""
+    import cotengra as ctg
 
     inputs, output, size_dict, sym = _symbolic(net)
     n = len(inputs)
     if n == 1:
-        ssa_path: list[tuple[int, int]] = []
-        sliced_sym: list[str] = []
+        return [], [], sym
+    if n <= OPTIMAL_MAX_TENSORS:
+        tree = ctg.ContractionTree.from_path(
+            inputs, output, size_dict, path=ctg.array_contract_path(
+                inputs, output, size_dict=size_dict, optimize="optimal"
+            )
+        )
     else:
-        if n <= 12:
-            tree = ctg.ContractionTree.from_path(
-                inputs, output, size_dict, path=ctg.array_contract_path(
-                    inputs, output, size_dict=size_dict, optimize="optimal"
-                )
-            )
-        else:
-            repeats = options.max_repeats or (8 if n <= 100 else 32)
-            kwargs = dict(
-                max_repeats=repeats,
-                max_time=options.max_time,
-                minimize=options.minimize,
-                parallel=options.parallel,
-                progbar=progbar,
-                on_trial_error="ignore",
-            )
-            if options.methods:
-                kwargs["methods"] = list(options.methods)
-            if not options.reconfigure:
-                kwargs["reconf_opts"] = None
-            if target_size is not None:
-                kwargs["slicing_reconf_opts"] = {"target_size": target_size, "allow_outer": False}
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                opt = ctg.HyperOptimizer(**kwargs)
-                try:
-                    tree = opt.search(inputs, output, size_dict)
-                except KeyError:  # every trial failed (e.g. an unreachable slicing target)
-                    raise PlanError(
-                        f"no contraction path found within {repeats} trials"
-                        + (f" at {target_size} elements per intermediate" if target_size else "")
-                    ) from None
-        if target_size is not None and tree.max_size() > target_size:
-            tree = _slice(tree, target_size)
-        ssa_path = [tuple(int(x) for x in p) for p in tree.get_ssa_path()]
-        sliced_sym = list(tree.sliced_inds)
-    sym_index = {s: i for i, s in enumerate(sym)}
-    entry = {"ssa_path": ssa_path, "sliced": [sym_index[s] for s in sliced_sym]}
-    if options.cache:
-        _MEMORY_CACHE[key] = entry
+        tree = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
+        repeats = options.max_repeats
+        if repeats is None:
+            repeats = _default_repeats(n, float(tree.contraction_cost()))
+        if repeats > 0:
+            tree = _hyper_search(inputs, output, size_dict, options, repeats, target_size,
+                                 progbar)
+    if target_size is not None and tree.max_size() > target_size:
+        tree = _slice(tree, target_size)
+    ssa_path = [tuple(int(x) for x in p) for p in tree.get_ssa_path()]
+    return ssa_path, list(tree.sliced_inds), sym
+
+
+def _hyper_search(inputs, output, size_dict, options: PathOptions, repeats: int,
+                  target_size: int | None, progbar: bool):
+    import cotengra as ctg
+
+    kwargs = dict(
+        max_repeats=repeats,
+        max_time=options.max_time,
+        minimize=options.minimize,
+        parallel=options.parallel,
+        progbar=progbar,
+        on_trial_error="ignore",
+        methods=_methods(options),
+        **_optlib_seed_kwargs(options.seed),
+    )
+    if not options.reconfigure:
+        kwargs["reconf_opts"] = None
+    if target_size is not None:
+        kwargs["slicing_reconf_opts"] = {"target_size": target_size, "allow_outer": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        opt = ctg.HyperOptimizer(**kwargs)
         try:
-            atomic_write_text(cfile, json.dumps(entry))
-        except OSError:
-            pass  # an unwritable cache folder only costs a repeated search
-    return PathResult(ssa_path, [names[i] for i in entry["sliced"]])
+            return opt.search(inputs, output, size_dict)
+        except KeyError:  # every trial failed (e.g. an unreachable slicing target)
+            raise PlanError(
+                f"no contraction path found within {repeats} trials"
+                + (f" at {target_size} elements per intermediate" if target_size else "")
+            ) from None
 
 
 def slice_path(net: Network, ssa_path, target_size: int, max_repeats: int = 16) -> list[str]:

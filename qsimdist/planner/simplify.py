@@ -3,6 +3,13 @@
 ``seq`` letters are quimb's: A (antidiagonal), D (diagonal: turns diagonal
 gates into hyper-indices), C (column), R (rank), S (split), L (loop). Output
 indices are protected; hyper-indices created by D survive to the plan.
+
+A network that is already cheap to contract as it is (cotengra's greedy path
+needs at most :data:`CHEAP_COST` multiply-adds and no intermediate over
+:data:`CHEAP_SIZE` elements) is returned unchanged: simplifying it could save
+microseconds, while importing quimb.tensor costs seconds, and on a fresh
+machine its numba compilation took half a minute (the first
+``qsimdist amplitude circuits/ghz_n12.qasm ...``).
 """
 
 from __future__ import annotations
@@ -14,12 +21,35 @@ from ..network import Network
 
 DEFAULT_SEQUENCE = "ADCRS"
 _VALID = set("ADCRSLGPi")
+#: a network whose greedy contraction needs at most this many multiply-adds ...
+CHEAP_COST = 1e7
+#: ... with no intermediate over this many elements is not worth simplifying
+CHEAP_SIZE = 1 << 20
+#: networks with more tensors are always simplified (not even priced)
+CHEAP_MAX_TENSORS = 1000
 
 
-def simplify(net: Network, seq: str = DEFAULT_SEQUENCE, atol: float = 1e-12) -> Network:
+def is_cheap(net: Network) -> bool:
+    """Whether ``net`` costs next to nothing to contract as it is (greedy path)."""
+    import cotengra as ctg
+
+    from .path import _symbolic
+
+    if net.num_tensors > CHEAP_MAX_TENSORS:
+        return False
+    if net.num_tensors <= 1:
+        return True
+    inputs, output, size_dict, _ = _symbolic(net)
+    tree = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
+    return float(tree.contraction_cost()) <= CHEAP_COST and float(tree.max_size()) <= CHEAP_SIZE
+
+
+def simplify(net: Network, seq: str = DEFAULT_SEQUENCE, atol: float = 1e-12,
+             skip_cheap: bool = True) -> Network:
     """Return a simplified copy of ``net`` whose contraction equals ``net``'s.
 
-    ``seq=""`` returns ``net`` unchanged.
+    ``seq=""`` returns ``net`` unchanged, and so does ``skip_cheap`` for a
+    network that is already cheap to contract (see :func:`is_cheap`).
     """
     if not seq:
         return net
@@ -30,6 +60,8 @@ def simplify(net: Network, seq: str = DEFAULT_SEQUENCE, atol: float = 1e-12) -> 
         )
     if net.arrays is None:
         raise InvalidInputError("a structure-only network cannot be simplified (no arrays)")
+    if skip_cheap and is_cheap(net):
+        return net
     import quimb.tensor as qtn
 
     tn = qtn.TensorNetwork(
