@@ -480,6 +480,9 @@ def amplitudes(
     max_repeats: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     batch: bool = True,
+    executor: str = "local",
+    profile=None,
+    comm=None,
 ) -> AmplitudeResult:
     """Amplitudes ``<b|U|0>`` for each bitstring; ``*`` characters expand to all values.
 
@@ -495,11 +498,31 @@ def amplitudes(
     Before anything is built, a pattern whose output alone exceeds the memory
     limit is refused; before executing, a plan whose peak exceeds it is refused
     (``memory_limit="none"``: this machine's physical memory + swap).
+
+    ``executor="mpi"`` (run every rank of ``mpiexec`` through this same call)
+    plans each contraction once on rank 0 for the ranks of ``comm`` (default
+    ``MPI.COMM_WORLD``) with hardware ``profile`` (default ``"local-cpu"``),
+    ``memory_limit`` being the limit *per rank*; the plan is broadcast and
+    its distributed schedule run on every rank, which all return the result.
     """
     dtype = check_dtype(dtype)
     check_order(order)
     limit = _memory_limit(memory_limit)
     opts = _path_options(path_options, max_time, max_repeats)
+    run_options: dict = {}
+    if executor == "mpi":
+        from .distributed import profile_for, world
+
+        comm = comm if comm is not None else world()
+        from .executors.mpi import RunStats
+
+        prof = profile_for(profile or "local-cpu", limit)
+        run_options = {"comm": comm, "memory_limit": limit}
+        per_rank: dict = {}
+    elif executor != "local":
+        from .executors import get_executor
+
+        get_executor(executor)  # unknown names raise with the valid list
     bitstrings = _bitstring_list(bitstrings)
     if not bitstrings:
         raise BitstringError("no bitstrings given")
@@ -536,13 +559,28 @@ def amplitudes(
         if known is not None:
             p = dataclasses.replace(known, network=net, meta=dict(net.meta))
             totals["plans_reused"] += 1
+        elif executor == "mpi":
+            from .distributed import distribute, plan_on_root
+
+            def build(net=net):
+                one = make_plan(net, dtype=dtype, memory_limit=None, path_options=opts)
+                return distribute(one, prof, comm.Get_size())
+
+            p = plan_on_root(build, comm)
+            plans[key] = p
         else:
             p = make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts)
             plans[key] = p
             totals["path_cache_hits"] += int(p.stats.path_from_cache)
-        check_plan_fits(p, memory_limit)
+        if executor != "mpi":
+            check_plan_fits(p, memory_limit)
         t1 = time.perf_counter()
-        v = np.asarray(_to_numpy(p.execute(backend=backend))).reshape(-1)
+        if executor == "mpi":
+            run_options["stats"] = RunStats()
+        v = np.asarray(_to_numpy(p.execute(backend=backend, executor=executor,
+                                           **run_options))).reshape(-1)
+        if executor == "mpi":
+            _merge_rank_stats(per_rank, comm.allgather(run_options["stats"].to_dict()), p)
         t2 = time.perf_counter()
         if offs is None:
             values[slots[0]] = v
@@ -559,7 +597,23 @@ def amplitudes(
             progress("amplitudes", done, len(work))
     for k, i in enumerate(fixed):
         values[i] = picked[k:k + 1]
+    if executor == "mpi":
+        totals["ranks"] = [per_rank[r] for r in sorted(per_rank)]
     return AmplitudeResult(bitstrings, values, gc.n_qubits, dtype, order, totals)
+
+
+def _merge_rank_stats(per_rank: dict, gathered: list[dict], plan: Plan) -> None:
+    """Fold each rank's measured bytes and peak into ``per_rank`` (one contraction's worth)."""
+    sched = plan.schedule
+    for st in gathered:
+        row = per_rank.setdefault(st["rank"], {
+            "rank": st["rank"], "measured_peak_bytes": 0, "predicted_peak_bytes": 0,
+            "sent_bytes": 0, "recv_bytes": 0, "redistributions": 0, "seconds": 0.0})
+        row["measured_peak_bytes"] = max(row["measured_peak_bytes"], st["peak_bytes"])
+        row["predicted_peak_bytes"] = max(row["predicted_peak_bytes"],
+                                          sched.predicted.peak_bytes_per_device if sched else 0)
+        for key in ("sent_bytes", "recv_bytes", "redistributions", "seconds"):
+            row[key] += st[key]
 
 
 def amplitude(circuit, bitstring: str, **kwargs) -> complex:

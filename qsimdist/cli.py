@@ -158,11 +158,21 @@ def amplitude(
     backend: str = BackendOpt,
     max_time: Optional[float] = MaxTimeOpt,
     max_repeats: Optional[int] = RepeatsOpt,
+    profile: Optional[str] = typer.Option(
+        None, "--profile",
+        help="Under mpiexec: hardware profile the distributed plan is made for (default "
+        "local-cpu); --memory-limit is then the limit per rank.",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Amplitudes <b|U|0> of CIRCUIT for each bitstring (rightmost character = qubit 0)."""
+    """Amplitudes <b|U|0> of CIRCUIT for each bitstring (rightmost character = qubit 0).
+
+    Under 'mpiexec -n P' the plan is made once on rank 0 for P ranks and run
+    distributed; rank 0 prints the result.
+    """
     from .api import _circuit, amplitudes
 
+    executor = "mpi" if _under_mpi() else "local"
     gc = _circuit(circuit)
     bits = _read_bitstrings(bitstrings or [], bitstrings_file) or ["0" * gc.n_qubits]
     with _progress("contracting") as progress:
@@ -176,7 +186,11 @@ def amplitude(
             max_time=max_time,
             max_repeats=max_repeats,
             progress=progress,
+            executor=executor,
+            profile=profile,
         )
+    if _rank() != 0:
+        return
     header = {"n_qubits": res.n_qubits, "dtype": res.dtype, "order": res.order}
     _write_amplitudes(res.chunks(_BLOCK), header, res.stats, as_json, with_p=True)
     if as_json:
@@ -205,12 +219,15 @@ def plan(
     max_time: Optional[float] = MaxTimeOpt,
     max_repeats: Optional[int] = RepeatsOpt,
     profile: Optional[str] = typer.Option(
-        None, "--profile", help="Hardware profile (see 'qsimdist profiles') for a distribution report."
+        None, "--profile",
+        help="Hardware profile (see 'qsimdist profiles') for a distribution report (predicted).",
     ),
     devices: Optional[int] = typer.Option(
         None, "--devices", help="Devices P (a power of two) for --profile; default: one node."
     ),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="With --profile: write a PNG of the dp schedule."),
+    plot: Optional[Path] = typer.Option(
+        None, "--plot", help="With --profile: write a PNG of the dp schedule."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Plan the contraction of CIRCUIT (path, slicing, lifetime layouts) and print a summary.
@@ -222,7 +239,8 @@ def plan(
     from .planner.plan import Plan
 
     if profile is None and (devices is not None or plot is not None):
-        raise InvalidInputError("--devices and --plot need --profile NAME (see 'qsimdist profiles')")
+        raise InvalidInputError(
+            "--devices and --plot need --profile NAME (see 'qsimdist profiles')")
     if output is not None:
         _check_output_path(output, "-o")
     if plot is not None:
@@ -245,9 +263,8 @@ def plan(
     report = None
     if profile is not None:
         from .hardware import load_profile
-        from .report import distribution_report, format_report, plot_schedule
-
         from .planner.distribution import scheduled_plan
+        from .report import distribution_report, format_report, plot_schedule
 
         prof = load_profile(profile)
         p_devices = devices if devices is not None else prof.devices_per_node
@@ -308,18 +325,35 @@ def run(
     ),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Execute a saved plan and print its result (amplitudes for circuit plans)."""
+    """Execute a saved plan and print its result (amplitudes for circuit plans).
+
+    Under 'mpiexec -n P' rank 0 reads the plan and sends it to every rank, which
+    run its distributed schedule (made with 'plan --profile NAME --devices P');
+    --memory-limit is then the limit per rank. Rank 0 prints the result.
+    """
     import numpy as np
 
-    from .api import _to_numpy, check_plan_fits
+    from .api import _memory_limit, _to_numpy, check_plan_fits
     from .frontends import bitstring_chunks
     from .planner.plan import Plan
 
-    p = Plan.load(plan_file)
-    check_plan_fits(p, memory_limit)  # before anything is allocated
+    options: dict = {}
+    if _under_mpi():
+        from .distributed import plan_on_root, world
+
+        comm = world()
+        p = plan_on_root(lambda: Plan.load(plan_file), comm)
+        options = {"executor": "mpi", "comm": comm, "memory_limit": _memory_limit(memory_limit)
+                   if memory_limit is not None else None}
+    else:
+        p = Plan.load(plan_file)
+        check_plan_fits(p, memory_limit)  # before anything is allocated
     pattern = p.meta.get("bitstring")
     with _progress("slices") as progress:
-        value = np.asarray(_to_numpy(p.execute(backend=backend, progress=progress))).reshape(-1)
+        value = np.asarray(_to_numpy(p.execute(backend=backend, progress=progress,
+                                               **options))).reshape(-1)
+    if _rank() != 0:
+        return
     if pattern and (1 << pattern.count("*")) != value.size:
         raise PlanFormatError(
             f"{plan_file}: field 'meta.bitstring' leaves {pattern.count('*')} qubits open but the "
@@ -435,6 +469,21 @@ def calibrate(
     typer.echo(f"written to {output}")
 
 
+def _under_mpi() -> bool:
+    """Started by mpiexec with more than one rank."""
+    from .executors.mpi import launched_under_mpi
+
+    return launched_under_mpi()
+
+
+def _rank() -> int:
+    """This process's MPI rank (0 when MPI was never started)."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
+        return 0
+    return mpi.COMM_WORLD.Get_rank()
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     """Entry point: runs the CLI, turning qsimdist errors into one line and exit code 2."""
     try:
@@ -442,7 +491,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         # (standalone_mode=False); a command that finishes returns None
         rv = app(args=argv, standalone_mode=False)
     except QsimdistError as exc:
-        typer.echo(f"qsimdist: error: {exc}", err=True)
+        if _rank() == 0:  # under mpiexec every rank raises the same error; one prints it
+            typer.echo(f"qsimdist: error: {exc}", err=True)
         return 2
     except typer.Exit as exc:
         rv = exc.exit_code

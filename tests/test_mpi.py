@@ -109,3 +109,85 @@ def test_different_plans_are_refused():
     proc, _ = mpirun(2, "-c", code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("ranks [1] hold a different plan") == 2
+
+
+# ------------------------------------------------------------ command line
+
+
+def qsimdist_cli(nranks: int, *args: str, env: dict | None = None, timeout: float = 240):
+    exe = shutil.which("qsimdist")
+    assert exe is not None
+    cmd = ["mpiexec", "-n", str(nranks), exe, *args] if nranks else [exe, *args]
+    t = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})), cwd=HERE.parent)
+    return proc, time.monotonic() - t
+
+
+def amplitudes_of(stdout: str) -> dict:
+    data = json.loads(stdout)
+    return {a["bitstring"]: complex(a["re"], a["im"]) for a in data["amplitudes"]}
+
+
+@pytest.fixture(scope="module")
+def distributed_plan(tmp_path_factory):
+    """A v3 plan for 2 ranks whose schedule shards (sliced plan + dp on a tight profile)."""
+    from qsimdist.hardware import save_profile
+
+    sys.path.insert(0, str(HERE))
+    from test_distribute import toy_profile
+
+    tmp = tmp_path_factory.mktemp("mpi_cli")
+    prof = save_profile(toy_profile(name="tight", memory_bytes=48 * 1024, devices_per_node=2),
+                        tmp / "tight.toml")
+    out = tmp / "a.json"
+    proc, _ = qsimdist_cli(0, "plan", "circuits/rqc_3x4_m8.qsim", "--order", "natural", "-b",
+                           "0000********", "--profile", str(prof), "--devices", "2", "-o",
+                           str(out), "--max-repeats", "4")
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_cli_amplitude_under_mpiexec_equals_single_process():
+    args = ["amplitude", "circuits/rqc_3x4_m8.qsim", "--order", "natural", "0000000*****",
+            "101010101010", "--json", "--dtype", "complex128"]
+    one, _ = qsimdist_cli(0, *args)
+    two, _ = qsimdist_cli(2, *args, "--memory-limit", "48KiB")
+    assert one.returncode == 0 and two.returncode == 0, two.stderr
+    a, b = amplitudes_of(one.stdout), amplitudes_of(two.stdout)  # rank 0 alone printed
+    assert a.keys() == b.keys() and len(a) == 33
+    norm = max(abs(v) for v in a.values())
+    assert max(abs(a[k] - b[k]) for k in a) <= 1e-12 * norm
+    ranks = json.loads(two.stdout)["stats"]["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert all(r["measured_peak_bytes"] <= 48 * 1024 for r in ranks)
+
+
+def test_cli_run_under_mpiexec_equals_single_process(distributed_plan):
+    one, _ = qsimdist_cli(0, "run", str(distributed_plan), "--json")
+    two, _ = qsimdist_cli(2, "run", str(distributed_plan), "--json")
+    assert one.returncode == 0 and two.returncode == 0, two.stderr
+    a, b = amplitudes_of(one.stdout), amplitudes_of(two.stdout)
+    norm = max(abs(v) for v in a.values())
+    assert max(abs(a[k] - b[k]) for k in a) <= 1e-5 * norm
+
+
+def test_cli_memory_guard_refuses_with_one_line(distributed_plan):
+    proc, _ = qsimdist_cli(2, "run", str(distributed_plan), "--memory-limit", "1KiB")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("qsimdist: error: rank 0: the schedule needs")
+    assert "1.00 KiB" in lines[0] or "1 KiB" in lines[0] or "1024" in lines[0]
+
+
+def test_cli_wrong_rank_count_is_refused(distributed_plan):
+    proc, _ = qsimdist_cli(4, "run", str(distributed_plan))
+    assert proc.returncode == 2
+    assert "the schedule is for 2 ranks but 4 are running" in proc.stderr
+
+
+def test_cli_fault_names_the_rank(distributed_plan):
+    proc, secs = qsimdist_cli(2, "run", str(distributed_plan),
+                              env={"QSIMDIST_FAULT_INJECT": "rank=1,step=2"}, timeout=60)
+    assert proc.returncode != 0 and secs < 30
+    assert "qsimdist: error: rank 1: fault injected at step 2" in proc.stderr

@@ -70,11 +70,16 @@ class Plan:
     schedule: object | None = None
 
     # ----------------------------------------------------------------- run
-    def execute(self, backend: str = "numpy", progress=None, executor: str = "local"):
-        """Contract; the result's axes follow ``network.output``."""
+    def execute(self, backend: str = "numpy", progress=None, executor: str = "local",
+                **options):
+        """Contract; the result's axes follow ``network.output``.
+
+        ``executor="mpi"`` runs the plan's distributed schedule over MPI ranks
+        (``options``: ``comm``, ``memory_limit``, ``stats``).
+        """
         from ..executors import get_executor  # lazy: the planner never loads executors itself
 
-        return get_executor(executor)(self, backend=backend, progress=progress)
+        return get_executor(executor)(self, backend=backend, progress=progress, **options)
 
     def contraction_tree(self):
         """``(tree, arrays)``: this plan as a cotengra ``ContractionTree``, sliced as the plan is.
