@@ -323,6 +323,11 @@ def run(
         help="Refuse plans peaking above this, e.g. 8GiB. Default: 80% of the memory available "
         "now ($QSIMDIST_MEMORY_LIMIT overrides); 'none': physical memory + swap.",
     ),
+    trace: Optional[Path] = typer.Option(
+        None, "--trace",
+        help="Under mpiexec: write each step's measured seconds, bytes and peak beside the "
+        "prediction (input for 'qsimdist calibrate --from-trace').",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Execute a saved plan and print its result (amplitudes for circuit plans).
@@ -343,15 +348,25 @@ def run(
 
         comm = world()
         p = plan_on_root(lambda: Plan.load(plan_file), comm)
+        from .executors.mpi import RunStats
+
         options = {"executor": "mpi", "comm": comm, "memory_limit": _memory_limit(memory_limit)
-                   if memory_limit is not None else None}
+                   if memory_limit is not None else None, "stats": RunStats()}
     else:
+        if trace is not None:
+            raise InvalidInputError("--trace records distributed runs: launch under mpiexec")
         p = Plan.load(plan_file)
         check_plan_fits(p, memory_limit)  # before anything is allocated
     pattern = p.meta.get("bitstring")
     with _progress("slices") as progress:
         value = np.asarray(_to_numpy(p.execute(backend=backend, progress=progress,
                                                **options))).reshape(-1)
+    if "stats" in options:
+        gathered = options["comm"].gather(options["stats"].to_dict(), root=0)
+        if trace is not None and _rank() == 0:
+            from .executors.mpi import write_trace
+
+            write_trace(trace, p, gathered, max(st["seconds"] for st in gathered))
     if _rank() != 0:
         return
     if pattern and (1 << pattern.count("*")) != value.size:
@@ -434,8 +449,19 @@ def calibrate(
     quick: bool = typer.Option(
         False, "--quick", help="Small problems (about a second); rougher numbers."
     ),
+    from_trace: Optional[list[Path]] = typer.Option(
+        None, "--from-trace",
+        help="Fit the profile to measured runs instead ('run --trace' files; repeatable).",
+    ),
+    base: str = typer.Option(
+        "local-cpu", "--base", help="With --from-trace: the profile whose other fields are kept."
+    ),
 ) -> None:
-    """Measure this machine (GEMM, copy bandwidth, memory; Alltoall under mpiexec) as a profile."""
+    """Measure this machine (GEMM, copy bandwidth, memory; Alltoall under mpiexec) as a profile.
+
+    With --from-trace, fit GEMM rate, per-step overhead, link bandwidth and
+    latency to the steps of measured distributed runs instead.
+    """
     from .hardware import save_profile
     from .hardware.calibrate import calibrate as measure
 
@@ -450,7 +476,14 @@ def calibrate(
     if not parent.is_dir():
         raise InvalidInputError(f"cannot write {str(output)!r}: {str(parent)!r} is not a folder")
 
-    profile = measure(output.stem if name is None else name, quick=quick)
+    if from_trace:
+        from .hardware import load_profile
+        from .hardware.calibrate import fit_from_traces
+
+        profile = fit_from_traces(load_profile(base), from_trace,
+                                  output.stem if name is None else name)
+    else:
+        profile = measure(output.stem if name is None else name, quick=quick)
     rank = 0
     if "mpi4py.MPI" in sys.modules:  # calibrate ran under MPI: only rank 0 writes and prints
         rank = sys.modules["mpi4py.MPI"].COMM_WORLD.Get_rank()

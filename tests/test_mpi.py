@@ -191,3 +191,39 @@ def test_cli_fault_names_the_rank(distributed_plan):
                               env={"QSIMDIST_FAULT_INJECT": "rank=1,step=2"}, timeout=60)
     assert proc.returncode != 0 and secs < 30
     assert "qsimdist: error: rank 1: fault injected at step 2" in proc.stderr
+
+
+def test_trace_and_calibration_from_it(distributed_plan, tmp_path):
+    trace = tmp_path / "t.json"
+    proc, _ = qsimdist_cli(2, "run", str(distributed_plan), "--trace", str(trace))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(trace.read_text())
+    assert data["ranks"] == 2 and len(data["steps"]) > 3
+    assert all(s["measured_s"] > 0 for s in data["steps"])
+    assert data["measured_peak_bytes"] <= 1.25 * data["predicted_peak_bytes"]
+    out = tmp_path / "fitted.toml"
+    proc, _ = qsimdist_cli(0, "calibrate", "--from-trace", str(trace), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    from qsimdist.hardware import load_profile
+
+    fitted = load_profile(out)
+    assert fitted.step_overhead > 0  # python executes every step for some microseconds
+
+
+def test_fit_profile_recovers_known_rates():
+    import random as _random
+
+    from qsimdist.hardware import load_profile
+    from qsimdist.hardware.calibrate import fit_profile
+
+    rng = _random.Random(0)
+    rows = []
+    for _ in range(60):
+        f, s, m = rng.uniform(1e6, 1e9), rng.choice([0, rng.uniform(1e3, 1e8)]), 0
+        m = 1 if s else 0
+        t = f / 2e10 + 3e-5 + s / 1e9 + m * 5e-6 + 2 * s / 8e9
+        rows.append({"flops_per_device": f, "sent_bytes": s, "messages": m,
+                     "pack_bytes": 2 * s, "measured_s": t})
+    prof = fit_profile(load_profile("local-cpu"), rows, "complex64")
+    assert abs(prof.flops["complex64"] / 2e10 - 1) < 1e-3
+    assert abs(prof.step_overhead / 3e-5 - 1) < 1e-2

@@ -433,3 +433,48 @@ def launched_under_mpi() -> bool:
         if value and value.isdigit() and int(value) > 1:
             return True
     return False
+
+
+def trace_rows(plan: Plan, gathered: list[dict]) -> list[dict]:
+    """Per step: what the schedule predicted next to what the slowest rank measured (per slice)."""
+    rows = []
+    for j, rec in enumerate(plan.schedule.steps):
+        measured = max((st["step_seconds"][j] / st["slices"] for st in gathered
+                        if st["slices"] and j < len(st["step_seconds"])), default=0.0)
+        rows.append({
+            "step": j,
+            "action": rec.action.value,
+            "flops_per_device": rec.flops_per_device,
+            "sent_bytes": sum(c.send_bytes for c in rec.collectives),
+            "messages": sum(c.messages for c in rec.collectives),
+            "pack_bytes": sum(c.send_bytes + c.recv_bytes for c in rec.collectives),
+            "predicted_s": rec.predicted_compute_seconds + rec.predicted_comm_seconds
+            + rec.predicted_pack_seconds,
+            "measured_s": measured,
+            "measured_peak_bytes": max((st["step_peak"][j] for st in gathered
+                                        if j < len(st["step_peak"])), default=0),
+            "predicted_live_bytes": rec.live_bytes,
+        })
+    return rows
+
+
+def write_trace(path, plan: Plan, gathered: list[dict], seconds: float) -> None:
+    """Write a ``--trace`` file: predictions beside measurements, per step and in total."""
+    from .._fileio import atomic_write_text
+
+    sched = plan.schedule
+    rows = trace_rows(plan, gathered)
+    rounds = sched.predicted.rounds
+    data = {
+        "schema": "qsimdist.trace", "version": 1,
+        "profile": sched.profile, "ranks": sched.devices, "group_size": sched.group_size,
+        "dtype": plan.dtype, "n_slices": sched.n_slices, "rounds": rounds,
+        "predicted_seconds": sched.predicted.seconds,
+        "measured_seconds": seconds,
+        "measured_steps_seconds": sum(r["measured_s"] for r in rows) * rounds,
+        "predicted_peak_bytes": sched.predicted.peak_bytes_per_device,
+        "measured_peak_bytes": max(st["peak_bytes"] for st in gathered),
+        "sent_bytes_per_rank": [st["sent_bytes"] for st in gathered],
+        "steps": rows,
+    }
+    atomic_write_text(path, json.dumps(data, indent=1))

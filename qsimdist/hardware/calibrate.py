@@ -257,3 +257,76 @@ def calibrate(
         # rank 0 reports; every rank returns its profile and ends on this collective
         profile = comm.bcast(profile if comm.Get_rank() == 0 else None, root=0)
     return profile
+
+
+def fit_profile(base, steps: list[dict], dtype: str = "complex64", name: str | None = None):
+    """A profile refitted from measured steps of distributed runs (``--trace`` files).
+
+    Each step row gives ``measured_s`` (seconds per slice on the slowest rank),
+    ``flops_per_device``, ``sent_bytes``, ``messages`` and ``pack_bytes``. A
+    non-negative least-squares fit of
+    ``measured = flops / F + overhead + sent / B_link + messages * latency
+    + pack_bytes / B_mem`` gives the GEMM rate actually reached, the fixed
+    cost per step, the link bandwidth and latency; a coefficient the rows do
+    not determine (no communication measured, say) keeps ``base``'s value.
+    Fitting uses relative errors so short steps count as much as long ones.
+    """
+    import dataclasses
+
+    import numpy as np
+    from scipy.optimize import nnls
+
+    rows = [s for s in steps if s.get("measured_s", 0) > 0]
+    if len(rows) < 4:
+        from ..errors import InvalidInputError
+
+        raise InvalidInputError(f"a fit needs at least 4 measured steps, got {len(rows)}")
+    cols = ("flops_per_device", "ones", "sent_bytes", "messages", "pack_bytes")
+    a = np.array([[float(s.get(c, 1.0 if c == "ones" else 0.0)) for c in cols] for s in rows])
+    t = np.array([s["measured_s"] for s in rows])
+    w = 1.0 / np.maximum(t, 1e-9)  # relative error
+    scale = np.maximum(np.abs(a).max(axis=0), 1e-300)
+    coef, _ = nnls(a / scale * w[:, None], t * w)
+    coef = coef / scale
+    inv_flop, overhead, inv_bw, latency, inv_mem = coef
+    flops = dict(base.flops)
+    if inv_flop > 0:
+        ratio = (1.0 / inv_flop) / base.flops[dtype]
+        flops = {k: v * ratio for k, v in base.flops.items()}
+    changes = {"flops": flops, "step_overhead": float(overhead),
+               "name": name or f"{base.name}-fitted",
+               "source": f"fitted by qsimdist calibrate from {len(rows)} measured steps",
+               "notes": base.notes}
+    if inv_bw > 0 and a[:, 2].any():
+        changes["intra_bandwidth"] = changes["inter_bandwidth"] = 1.0 / inv_bw
+    if a[:, 3].any():
+        changes["intra_latency"] = changes["inter_latency"] = float(latency)
+    if inv_mem > 0 and a[:, 4].any():
+        changes["mem_bandwidth"] = 2.0 / inv_mem  # a pack reads and writes each byte
+    return dataclasses.replace(base, **changes)
+
+
+def fit_from_traces(base, paths, name: str):
+    """:func:`fit_profile` over the steps of ``run --trace`` files (validated as they are read)."""
+    import json
+
+    from .._fileio import read_input_text
+    from ..errors import InvalidInputError
+
+    steps, dtypes = [], set()
+    for path in paths:
+        text = read_input_text(path, "a qsimdist trace", InvalidInputError)
+        try:
+            data = json.loads(text)
+            if data.get("schema") != "qsimdist.trace":
+                raise ValueError("field 'schema' is not 'qsimdist.trace'")
+            rows = [{k: float(r[k]) for k in ("flops_per_device", "sent_bytes", "messages",
+                                               "pack_bytes", "measured_s")}
+                    for r in data["steps"]]
+            dtypes.add(str(data["dtype"]))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            raise InvalidInputError(f"{path}: not a qsimdist trace ({exc})") from None
+        steps.extend(rows)
+    if len(dtypes) != 1:
+        raise InvalidInputError(f"traces mix dtypes {sorted(dtypes)}; fit one dtype at a time")
+    return fit_profile(base, steps, dtypes.pop(), name)

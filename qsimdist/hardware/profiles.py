@@ -77,6 +77,8 @@ class HardwareProfile:
         inter_bandwidth: All-to-all bandwidth of one device across nodes, B/s.
         inter_latency: Seconds per message across nodes.
         max_nodes: Largest number of nodes, or ``None`` for any number.
+        step_overhead: Fixed seconds each pairwise step costs an executor on this machine
+            (kernel launch, interpreter), fitted from measured runs; 0 for datasheet profiles.
         source: Where the numbers come from (datasheet, measurement).
         notes: Assumptions behind the numbers.
     """
@@ -93,6 +95,7 @@ class HardwareProfile:
     inter_bandwidth: float
     inter_latency: float
     max_nodes: int | None = None
+    step_overhead: float = 0.0
     source: str = ""
     notes: str = ""
 
@@ -121,6 +124,11 @@ class HardwareProfile:
             and self.max_nodes >= 1
         ):
             raise bad("max_nodes", "an integer >= 1 (or absent for any number)", self.max_nodes)
+
+        so = self.step_overhead
+        if not (_is_number(so) and math.isfinite(so) and so >= 0):
+            raise bad("step_overhead", "a finite number >= 0", so)
+        object.__setattr__(self, "step_overhead", float(so))
 
         frac = self.usable_memory_fraction
         if not (_is_number(frac) and 0 < frac <= 1):
@@ -340,6 +348,8 @@ def profile_to_toml(profile: HardwareProfile) -> str:
     lines.append(f"usable_memory_fraction = {_toml_float(profile.usable_memory_fraction)}")
     for name in _FLOAT_FIELDS:
         lines.append(f"{name} = {_toml_float(getattr(profile, name))}")
+    if profile.step_overhead:
+        lines.append(f"step_overhead = {_toml_float(profile.step_overhead)}")
     lines += ["", "[flops]"]
     for dtype, rate in profile.flops.items():
         lines.append(f"{dtype} = {_toml_float(rate)}")

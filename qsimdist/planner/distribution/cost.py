@@ -59,8 +59,10 @@ class CostModel:
         return np.dtype(self.dtype).itemsize
 
     def step_seconds(self, flops: float, nbytes: float) -> float:
-        """Local time: the slower of the compute and the memory floor."""
-        return max(flops / self.profile.flop_rate(self.dtype), nbytes / self.profile.mem_bandwidth)
+        """Local time: the slower of the compute and the memory floor, plus the fixed
+        per-step cost of the executor (``profile.step_overhead``, fitted from runs)."""
+        return self.profile.step_overhead + max(flops / self.profile.flop_rate(self.dtype),
+                                                nbytes / self.profile.mem_bandwidth)
 
     def copy_seconds(self, nbytes: float, run_elems: float) -> float:
         """A copy of ``nbytes`` in contiguous runs of ``run_elems`` elements (read + write)."""
