@@ -26,20 +26,22 @@ from pathlib import Path
 import numpy as np
 
 
-def make_plans(data: Path, limit_fraction: float, stars: int, nranks: int):
-    import dataclasses
-
+def base_plan(data: Path, stars: int):
     import qsimdist
-    from qsimdist.hardware import load_profile
-    from qsimdist.planner.distribution import schedule, scheduled_plan
 
     circuit = data / "circuits" / "circuit_n30_m14_s0_e0_pEFGH.qsim"
-    base = qsimdist.plan(str(circuit), bitstrings="*" * stars + "0" * (30 - stars),
+    return qsimdist.plan(str(circuit), bitstrings="*" * stars + "0" * (30 - stars),
                          order="natural", memory_limit="none", max_repeats=64)
+
+
+def make_plans(base, limit_fraction: float, nranks: int, profile):
+    import dataclasses
+
+    from qsimdist.planner.distribution import schedule, scheduled_plan
+
     isz = np.dtype(base.dtype).itemsize
     limit = int(base.stats.max_intermediate * isz * limit_fraction)
-    prof = dataclasses.replace(load_profile("local-cpu"), memory_bytes=limit,
-                               usable_memory_fraction=1.0, name="local-cpu-limited")
+    prof = dataclasses.replace(profile, memory_bytes=limit, usable_memory_fraction=1.0)
     slice_only = schedule(base, prof, nranks, "slice_only")
     dist = schedule(base, prof, nranks, "dp")
     if dist.group_size == 1:  # the model preferred slicing: take the best sharded schedule
@@ -59,33 +61,13 @@ def make_plans(data: Path, limit_fraction: float, stars: int, nranks: int):
             base.stats.max_intermediate * isz)
 
 
-def main(argv: list[str] | None = None) -> dict | None:
-    from mpi4py import MPI
-
+def timed_runs(comm, plans: dict, repeats: int):
+    """Run every plan ``repeats`` times (after one warm-up round), alternating; per-rank stats."""
     from qsimdist.executors.mpi import RunStats, execute
-    from qsimdist.planner.plan import Plan
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="../shared/data")
-    ap.add_argument("--limit-fraction", type=float, default=0.6)
-    ap.add_argument("--stars", type=int, default=0)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--json", default=None)
-    args = ap.parse_args(argv)
-    comm = MPI.COMM_WORLD
-    payload = None
-    if comm.rank == 0:
-        t = time.perf_counter()
-        a, b, limit, biggest = make_plans(Path(args.data), args.limit_fraction, args.stars,
-                                          comm.size)
-        payload = (a.to_dict(), b.to_dict(), limit, biggest, time.perf_counter() - t)
-    da, db, limit, biggest, plan_s = comm.bcast(payload, root=0)
-    plans = {"slice_only": Plan.from_dict(da, "slice-only plan"),
-             "distributed": Plan.from_dict(db, "distributed plan")}
     times = {k: [] for k in plans}
-    stats = {}
-    results = {}
-    for _ in range(args.repeats + 1):  # the first round warms up (compiled kernels, pages)
+    stats, results = {}, {}
+    for _ in range(repeats + 1):
         for name, plan in plans.items():
             st = RunStats()
             comm.Barrier()
@@ -95,6 +77,54 @@ def main(argv: list[str] | None = None) -> dict | None:
             times[name].append(time.perf_counter() - t)
             stats[name] = st
     gathered = {k: comm.gather(v.to_dict(), root=0) for k, v in stats.items()}
+    return times, gathered, results
+
+
+def broadcast_plans(comm, build) -> dict:
+    from qsimdist.planner.plan import Plan
+
+    payload = build() if comm.rank == 0 else None
+    payload = comm.bcast(payload, root=0)
+    return {k: Plan.from_dict(v, f"{k} plan") for k, v in payload.items()}
+
+
+def main(argv: list[str] | None = None) -> dict | None:
+    from mpi4py import MPI
+
+    from qsimdist.executors.mpi import trace_rows
+    from qsimdist.hardware import load_profile
+    from qsimdist.hardware.calibrate import fit_profile
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default="../shared/data")
+    ap.add_argument("--limit-fraction", type=float, default=0.6)
+    ap.add_argument("--stars", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    comm = MPI.COMM_WORLD
+    t0 = time.perf_counter()
+    base = base_plan(Path(args.data), args.stars) if comm.rank == 0 else None
+    info = {}
+
+    def build(profile):
+        def run():
+            a, b, limit, biggest = make_plans(base, args.limit_fraction, comm.size, profile)
+            info.update(limit=limit, biggest=biggest)
+            return {"slice_only": a.to_dict(), "distributed": b.to_dict()}
+        return run
+
+    # 1. calibration: the bundled local-cpu profile's schedules, measured once, then fitted
+    plans = broadcast_plans(comm, build(load_profile("local-cpu")))
+    _, gathered, _ = timed_runs(comm, plans, 1)
+    fitted = None
+    if comm.rank == 0:
+        rows = [r for k, p in plans.items() for r in trace_rows(p, gathered[k])]
+        fitted = fit_profile(load_profile("local-cpu"), rows, base.dtype, "local-cpu-fitted")
+    fitted = comm.bcast(fitted, root=0)
+    # 2. the measured comparison, planned with the fitted profile
+    plans = broadcast_plans(comm, build(fitted))
+    times, gathered, results = timed_runs(comm, plans, args.repeats)
     if comm.rank != 0:
         return None
     err = float(np.abs(results["slice_only"] - results["distributed"]).max()
@@ -103,15 +133,14 @@ def main(argv: list[str] | None = None) -> dict | None:
     so, di = plans["slice_only"].schedule, plans["distributed"].schedule
     r2 = so.predicted.flops_executed / di.predicted.flops_executed
     e2 = med["slice_only"] / med["distributed"]
-    steps = []
-    for rec, secs in zip(di.steps, gathered["distributed"][0]["step_seconds"]):
-        per_slice = secs / max(1, gathered["distributed"][0]["slices"])
-        steps.append({"step": rec.index, "action": rec.action.value,
-                      "predicted_s": rec.predicted_compute_seconds + rec.predicted_comm_seconds
-                      + rec.predicted_pack_seconds, "measured_s": per_slice})
+    limit, biggest = info["limit"], info["biggest"]
     out = {
         "ranks": comm.size, "limit_bytes": limit, "largest_intermediate_bytes": biggest,
-        "planning_s": plan_s, "rel_diff_between_results": err,
+        "wall_s": time.perf_counter() - t0, "rel_diff_between_results": err,
+        "fitted_profile": {"complex64_flops": fitted.flops["complex64"],
+                           "step_overhead_s": fitted.step_overhead,
+                           "link_bandwidth": fitted.intra_bandwidth,
+                           "latency_s": fitted.intra_latency},
         "measured_seconds": med, "all_seconds": times,
         "predicted_seconds": {"slice_only": so.predicted.seconds,
                               "distributed": di.predicted.seconds},
@@ -123,15 +152,18 @@ def main(argv: list[str] | None = None) -> dict | None:
         "predicted_peak_bytes": {"slice_only": so.predicted.peak_bytes_per_device,
                                  "distributed": di.predicted.peak_bytes_per_device},
         "sent_bytes_per_rank": {k: [s["sent_bytes"] for s in v] for k, v in gathered.items()},
-        "steps_distributed": steps,
+        "steps_distributed": trace_rows(plans["distributed"], gathered["distributed"]),
     }
     print(f"n30, {comm.size} ranks, per-rank limit {limit / 2**20:.1f} MiB "
           f"(largest intermediate {biggest / 2**20:.1f} MiB); results agree to {err:.1e}")
+    print(f"  fitted local-cpu: {fitted.flops['complex64'] / 1e9:.2f} GFLOP/s, "
+          f"{fitted.step_overhead * 1e6:.1f} us per step, link "
+          f"{fitted.intra_bandwidth / 1e9:.2f} GB/s, latency {fitted.intra_latency * 1e6:.1f} us")
     for k in ("slice_only", "distributed"):
         print(f"  {k:<12} measured {med[k]:8.3f} s  predicted {out['predicted_seconds'][k]:8.3f} s"
-              f"  slices {out['slices'][k]}  peak measured "
-              f"{out['measured_peak_bytes'][k] / 2**20:.1f} MiB, predicted "
-              f"{out['predicted_peak_bytes'][k] / 2**20:.1f} MiB")
+              f" ({out['predicted_seconds'][k] / med[k]:.2f}x)  slices {out['slices'][k]}  peak "
+              f"measured {out['measured_peak_bytes'][k] / 2**20:.2f} MiB, predicted "
+              f"{out['predicted_peak_bytes'][k] / 2**20:.2f} MiB")
     print(f"  measured E_2 {e2:.3f}, R_2 {r2:.3f}, E_2/R_2 {e2 / r2:.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))

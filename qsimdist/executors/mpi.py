@@ -436,11 +436,17 @@ def launched_under_mpi() -> bool:
 
 
 def trace_rows(plan: Plan, gathered: list[dict]) -> list[dict]:
-    """Per step: what the schedule predicted next to what the slowest rank measured (per slice)."""
+    """Per step: what the schedule predicted next to what the ranks measured (per slice).
+
+    ``measured_s`` is the mean over ranks (a collective's time includes waiting
+    for the slowest peer, so the mean is what the step costs the group);
+    ``measured_max_s`` the slowest rank's.
+    """
     rows = []
     for j, rec in enumerate(plan.schedule.steps):
-        measured = max((st["step_seconds"][j] / st["slices"] for st in gathered
-                        if st["slices"] and j < len(st["step_seconds"])), default=0.0)
+        per_rank = [st["step_seconds"][j] / st["slices"] for st in gathered
+                    if st["slices"] and j < len(st["step_seconds"])]
+        measured = sum(per_rank) / len(per_rank) if per_rank else 0.0
         rows.append({
             "step": j,
             "action": rec.action.value,
@@ -451,6 +457,7 @@ def trace_rows(plan: Plan, gathered: list[dict]) -> list[dict]:
             "predicted_s": rec.predicted_compute_seconds + rec.predicted_comm_seconds
             + rec.predicted_pack_seconds,
             "measured_s": measured,
+            "measured_max_s": max(per_rank, default=0.0),
             "measured_peak_bytes": max((st["step_peak"][j] for st in gathered
                                         if j < len(st["step_peak"])), default=0),
             "predicted_live_bytes": rec.live_bytes,
