@@ -573,7 +573,8 @@ def amplitudes(
             plans[key] = p
             totals["path_cache_hits"] += int(p.stats.path_from_cache)
         if executor != "mpi":
-            check_plan_fits(p, memory_limit)
+            # the bound fixed at the start: a default re-read mid-run would shrink with our arrays
+            check_plan_fits(p, limit if limit is not None else "none")
         t1 = time.perf_counter()
         if executor == "mpi":
             run_options["stats"] = RunStats()
