@@ -466,6 +466,21 @@ def _batches(circuit: GateCircuit, bits: list[str], dtype: str, memory_limit) ->
     return [(p.decode("ascii"), idx, offs) for p, (idx, offs) in out.items()]
 
 
+def _plan_batch(net: Network, dtype: str, limit: int | None, opts: PathOptions,
+                chosen: bool) -> Plan:
+    """Plan one contraction; a batch qsimdist chose itself keeps half the limit in reserve.
+
+    The executor's buffers and the arrays already held need room beside the
+    plan's peak, and a batch's width is ours to choose, not the user's.
+    """
+    if chosen and limit is not None:
+        try:
+            return make_plan(net, dtype=dtype, memory_limit=limit // 2, path_options=opts)
+        except PlanError:
+            pass
+    return make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts)
+
+
 def amplitudes(
     circuit,
     bitstrings: str | Sequence[str],
@@ -569,7 +584,7 @@ def amplitudes(
             p = plan_on_root(build, comm)
             plans[key] = p
         else:
-            p = make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts)
+            p = _plan_batch(net, dtype, limit, opts, chosen=offs is not None and "*" in pattern)
             plans[key] = p
             totals["path_cache_hits"] += int(p.stats.path_from_cache)
         if executor != "mpi":

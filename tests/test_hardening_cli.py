@@ -452,3 +452,30 @@ def test_cli_bitstrings_file_batched(capsys, tmp_path):
     got = np.array([complex(e["re"], e["im"]) for e in obj["amplitudes"]])
     assert np.max(np.abs(got - [sv[int(b, 2)] for b in bits])) < 1e-10
     assert obj["stats"]["contractions"] < 20
+
+
+def test_batches_keep_half_the_memory_limit_in_reserve(monkeypatch):
+    """A batch width qsimdist chose is planned within half the limit (room for the executor).
+
+    (The n30 reference run was killed by the kernel at 23 GB when a chosen batch
+    was planned against the whole default limit.)
+    """
+    n = 12
+    qc = brickwork(n, 6, seed=4)
+    sv = Statevector(qc).data
+    rng = np.random.default_rng(2)
+    bits = ["".join(r) for r in rng.choice(["0", "1"], size=(300, n))]
+    limit = 64 * 1024
+    asked = []
+    real = qsimdist.api.make_plan
+
+    def recording(net, **kw):
+        asked.append(kw["memory_limit"])
+        return real(net, **kw)
+
+    monkeypatch.setattr(qsimdist.api, "make_plan", recording)
+    res = qsimdist.amplitudes(qc, bits + ["0" * (n - 2) + "**"], memory_limit=limit)
+    assert np.max(np.abs(res.amplitudes[:300] - [sv[int(b, 2)] for b in bits])) < 1e-5
+    assert res.stats["contractions"] < 300
+    # the user's own pattern gets the whole limit; every chosen batch half of it
+    assert asked[0] == limit and set(asked[1:]) == {limit // 2}, asked
