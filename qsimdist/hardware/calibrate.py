@@ -269,7 +269,8 @@ def fit_profile(base, steps: list[dict], dtype: str = "complex64", name: str | N
     + pack_bytes / B_mem`` gives the GEMM rate actually reached, the fixed
     cost per step, the link bandwidth and latency; a coefficient the rows do
     not determine (no communication measured, say) keeps ``base``'s value.
-    Fitting uses relative errors so short steps count as much as long ones.
+    The fit minimises absolute errors, so the steps that dominate a run's
+    time dominate the fit (what a predicted total needs).
     """
     import dataclasses
 
@@ -284,7 +285,7 @@ def fit_profile(base, steps: list[dict], dtype: str = "complex64", name: str | N
     cols = ("flops_per_device", "ones", "sent_bytes", "messages", "pack_bytes")
     a = np.array([[float(s.get(c, 1.0 if c == "ones" else 0.0)) for c in cols] for s in rows])
     t = np.array([s["measured_s"] for s in rows])
-    w = 1.0 / np.maximum(t, 1e-9)  # relative error
+    w = np.ones_like(t)
     scale = np.maximum(np.abs(a).max(axis=0), 1e-300)
     coef, _ = nnls(a / scale * w[:, None], t * w)
     coef = coef / scale
