@@ -87,7 +87,9 @@ class PathOptions:
             raise InvalidInputError(f"max_time must be positive seconds, got {self.max_time}")
         valid = ("flops", "size", "write", "combo", "limit")
         if self.minimize.split("-")[0] not in valid:
-            raise InvalidInputError(f"unknown objective {self.minimize!r}; valid: {', '.join(valid)}")
+            raise InvalidInputError(
+                f"unknown objective {self.minimize!r}; valid: {', '.join(valid)}"
+            )
 
     def key(self) -> dict:
         d = asdict(self)
@@ -122,7 +124,7 @@ def cache_dir() -> Path:
 
 
 def _symbolic(net: Network):
-    """The network with indices as single-character symbols (what every cotengra optimiser takes)."""
+    """The network with indices as single-character symbols (what cotengra optimisers take)."""
     from cotengra import get_symbol
 
     inputs, output, sizes = net.canonical()
@@ -299,7 +301,10 @@ def find_path(
     target_size: int | None = None,
     progbar: bool = False,
 ) -> PathResult:
-    """Search (or recall) a path for ``net``; slice so no intermediate exceeds ``target_size`` elements."""
+    """Search (or recall) a path for ``net``.
+
+    Sliced so that no intermediate exceeds ``target_size`` elements.
+    """
     options = options or PathOptions()
     names = _names_by_canonical(net)
     key_blob = json.dumps(
