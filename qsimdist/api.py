@@ -380,15 +380,16 @@ def open_positions(bitstrings: list[str], max_open: int) -> tuple[list[int], lis
     Returns ``(positions, groups)``: ``positions`` in the order they are
     opened, and ``groups[k]`` the number of contractions needed with the first
     ``k`` positions open (bitstrings agreeing elsewhere share one). Each step
-    opens the position that merges the most groups; ties go to the position
-    whose values are most evenly split, then the lowest.
+    opens the position that merges the most groups; ties go to the rightmost
+    character, so the leftmost ones stay fixed (for random bitstrings every
+    choice ties; which characters stay fixed changes the network, not the
+    number of contractions).
     """
     n = len(bitstrings[0])
     codes = np.unique(_bit_codes(bitstrings, n), axis=0)
     words = codes.shape[1]
     raw = np.frombuffer("".join(bitstrings).encode("ascii"), np.uint8).reshape(-1, n)
     ones = (raw == ord("1")).mean(axis=0)
-    balance = np.abs(ones - 0.5)
     keep = np.full(words, np.uint64(0xFFFFFFFFFFFFFFFF))
     positions: list[int] = []
     groups = [codes.shape[0]]
@@ -409,10 +410,11 @@ def open_positions(bitstrings: list[str], max_open: int) -> tuple[list[int], lis
                 count = int(keys.size - np.count_nonzero(keys[found] == partner))
             else:
                 count = _distinct(codes, trial)
-            key = (count, balance[j], j)
+            key = (count, -j)
             if best is None or key < best[0]:
                 best = (key, trial)
-        (count, _, j), keep = best
+        (count, neg_j), keep = best
+        j = -neg_j
         if keys is not None:
             keys = np.unique(keys & keep[0])
         positions.append(j)
