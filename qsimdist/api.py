@@ -178,14 +178,10 @@ def _path_options(path_options, max_time, max_repeats) -> PathOptions:
         path_options = PathOptions(**path_options)
     opts = path_options or PathOptions()
     if max_time is not None or max_repeats is not None:
-        opts = PathOptions(
+        opts = dataclasses.replace(
+            opts,
             max_repeats=max_repeats if max_repeats is not None else opts.max_repeats,
             max_time=max_time if max_time is not None else opts.max_time,
-            methods=opts.methods,
-            minimize=opts.minimize,
-            parallel=opts.parallel,
-            cache=opts.cache,
-            reconfigure=opts.reconfigure,
         )
     return opts
 

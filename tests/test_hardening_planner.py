@@ -420,3 +420,12 @@ def test_contraction_tree_of_a_circuit_plan():
     plan = qsimdist.plan(GHZ, bitstrings="1" * 9 + "***", memory_limit="none")
     tree, arrays = plan.contraction_tree()
     assert np.allclose(tree.contract(arrays), plan.execute(), atol=1e-6)
+
+
+def test_a_users_seed_survives_max_repeats():
+    """api._path_options kept every field but the seed when --max-repeats was given."""
+    from qsimdist.api import _path_options
+    from qsimdist.planner.path import PathOptions
+
+    opts = _path_options(PathOptions(seed=17, minimize="size"), None, 3)
+    assert (opts.seed, opts.minimize, opts.max_repeats) == (17, "size", 3)
