@@ -37,8 +37,11 @@ MAX_STARS = 30
 _NOMINAL_FLOP_RATE = 1e10
 #: seconds of per-contraction work per gate (network building and simplification)
 _SECONDS_PER_GATE = 2e-3
-#: a batch's output may take at most this share of the memory limit (intermediates need the rest)
-_BATCH_OUTPUT_SHARE = 8
+#: a batch qsimdist chose is planned within 1/_BATCH_PLAN_SHARE of the memory limit (the
+#: executor's free buffers and the arrays already held need the rest), and its output may take
+#: at most 1/_BATCH_OUTPUT_SHARE (intermediates need room beside it)
+_BATCH_PLAN_SHARE = 4
+_BATCH_OUTPUT_SHARE = 16
 
 
 def _circuit(source) -> GateCircuit:
@@ -466,14 +469,16 @@ def _batches(circuit: GateCircuit, bits: list[str], dtype: str, memory_limit) ->
 
 def _plan_batch(net: Network, dtype: str, limit: int | None, opts: PathOptions,
                 chosen: bool) -> Plan:
-    """Plan one contraction; a batch qsimdist chose itself keeps half the limit in reserve.
+    """Plan one contraction; a batch qsimdist chose itself is planned within a quarter of the limit.
 
-    The executor's buffers and the arrays already held need room beside the
-    plan's peak, and a batch's width is ours to choose, not the user's.
+    The local executor keeps up to twice the plan's peak in free buffers beside
+    the live peak (executors/local.py BufferPool), and the arrays already held
+    need room too; a batch's width is ours to choose, not the user's.
     """
     if chosen and limit is not None:
         try:
-            return make_plan(net, dtype=dtype, memory_limit=limit // 2, path_options=opts)
+            return make_plan(net, dtype=dtype, memory_limit=limit // _BATCH_PLAN_SHARE,
+                             path_options=opts)
         except PlanError:
             pass
     return make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts)
