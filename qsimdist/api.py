@@ -7,6 +7,7 @@ ordering -> Plan -> executor.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -176,6 +177,20 @@ def _check_output(n_open: int, dtype: str, memory_limit, bounded_none: bool = Tr
     check_fits(need, memory_limit, f"the output of {n_open} open qubits alone ({dtype})")
 
 
+def _simplify(net: Network, seq: str, limit: int | None, dtype: str) -> Network:
+    """Simplify ``net``; a cheap network is left as it is only when memory is no concern.
+
+    Simplification also shrinks the leaves every slice loads, so under a
+    memory limit that the unsimplified leaves would crowd, it always runs.
+    """
+    from .planner.simplify import CHEAP_SIZE
+
+    itemsize = np.dtype(dtype).itemsize
+    leaves = sum(math.prod(net.size_dict[i] for i in t) for t in net.inputs) * itemsize
+    roomy = limit is None or 4 * (leaves + CHEAP_SIZE * itemsize) <= limit
+    return simplify(net, seq, skip_cheap=roomy)
+
+
 def _path_options(path_options, max_time, max_repeats) -> PathOptions:
     if isinstance(path_options, dict):
         path_options = PathOptions(**path_options)
@@ -229,7 +244,7 @@ def plan(
         _check_output(pattern.count("*"), dtype, memory_limit, bounded_none=False)
         net = amplitude_network(obj, pattern, order)
     if net.arrays is not None:
-        net = simplify(net, simplify_sequence)
+        net = _simplify(net, simplify_sequence, limit, dtype)
     return make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts, progbar=progbar)
 
 
@@ -570,7 +585,7 @@ def amplitudes(
     plans: dict = {}
     for done, (pattern, slots, offs) in enumerate(work, start=1):
         t0 = time.perf_counter()
-        net = simplify(amplitude_network(gc, pattern, order), simplify_sequence)
+        net = _simplify(amplitude_network(gc, pattern, order), simplify_sequence, limit, dtype)
         key = (tuple(map(tuple, net.inputs)), tuple(net.output),
                tuple(sorted(net.size_dict.items())))
         known = plans.get(key)

@@ -347,8 +347,10 @@ def _random_case(rng: random.Random):
     isz = 16 if plan.dtype == "complex128" else 8
     p = rng.choice([2, 4, 8])
     biggest = plan.stats.max_intermediate * isz
+    # every device holds every leaf (they are replicated): the tight part is the intermediates
+    leaves = sum(math.prod(plan.network.size_dict[i] for i in m) for m in plan.leaf_modes) * isz
     prof = toy_profile(
-        memory_bytes=max(256, int(biggest * rng.uniform(0.3, 1.2))),
+        memory_bytes=max(256, leaves + int(biggest * rng.uniform(0.3, 1.2))),
         devices_per_node=rng.choice([2, 4, 8]),
         intra_bandwidth=10 ** rng.uniform(8, 11), inter_bandwidth=10 ** rng.uniform(7, 10),
         intra_latency=10 ** rng.uniform(-7, -4), mem_bandwidth=10 ** rng.uniform(9, 12),
