@@ -12,17 +12,7 @@ import sys
 
 import numpy as np
 from mpi4py import MPI
-
-
-def toy_profile(memory_bytes: int, devices_per_node: int = 4):
-    from qsimdist.hardware import HardwareProfile
-
-    return HardwareProfile(
-        name="toy", description="test", devices_per_node=devices_per_node,
-        memory_bytes=memory_bytes, usable_memory_fraction=1.0,
-        flops={"complex64": 1e9, "complex128": 5e8}, mem_bandwidth=1e10,
-        intra_bandwidth=1e9, intra_latency=1e-5, inter_bandwidth=1e8, inter_latency=1e-4,
-        max_nodes=None)
+from test_distribute import toy_profile  # this script runs from tests/, so it is importable
 
 
 def circuit_plan(n: int, depth: int, stars: int, dtype: str, seed: int):
@@ -110,7 +100,7 @@ def make(case: str, nranks: int):
     else:
         raise SystemExit(f"unknown case {case}")
     mem = max(512, int(plan.stats.peak_bytes * frac))
-    prof = toy_profile(mem, devices_per_node=nranks)
+    prof = toy_profile(memory_bytes=mem, devices_per_node=nranks)
     if "sharded" in args:  # every rank shares one slice: distribution forced
         sched = schedule_slice(plan, prof, nranks, big_bytes=0.0)
     elif "groups" in args:  # two groups of nranks/2 share the slices of a sliced plan

@@ -59,6 +59,7 @@ def test_mpi_executor_on_cupy_two_host_staged_ranks():
     code = (
         "import sys, json, numpy as np, cupy; from mpi4py import MPI;"
         "sys.argv=['x','circuit:16:12:3:3:1.0:sharded:c128'];"
+        "sys.path.insert(0, 'tests');"
         "exec(open('tests/mpi_cases.py').read().split('def main()')[0]);"
         "from qsimdist.executors.mpi import execute;"
         "from qsimdist.planner.plan import Plan;"

@@ -72,6 +72,33 @@ def brickwork(n: int, depth: int, seed: int) -> QuantumCircuit:
     return qc
 
 
+def traced_peak(fn):
+    """``(fn(), peak bytes of Python allocations while it ran)``."""
+    tracemalloc.start()
+    try:
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def main_to_file(monkeypatch, sink: Path, args: list[str], warm: bool = False) -> tuple[int, int]:
+    """Run the CLI with stdout sent to ``sink``; its exit code and traced peak.
+
+    ``warm`` runs it once first, outside the measurement (imports, caches).
+    """
+    with open(sink, "w") as fh:
+        monkeypatch.setattr(sys, "stdout", fh)
+        try:
+            if warm:
+                main(args)
+                fh.seek(0)
+                fh.truncate()
+            return traced_peak(lambda: main(args))
+        finally:
+            monkeypatch.undo()
+
+
 def _no_call(name):
     def fail(*args, **kwargs):
         raise AssertionError(f"{name} must not be called")
@@ -112,13 +139,7 @@ def test_items_do_not_expand_a_wide_pattern():
     n = 20
     res = qsimdist.api.AmplitudeResult(["*" * n], [np.zeros(2**n, np.complex64)], n, "complex64",
                                        "qiskit")
-    tracemalloc.start()
-    try:
-        first = next(iter(res.items()))
-        res.bitstring(2**n - 2)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    first, peak = traced_peak(lambda: (next(iter(res.items())), res.bitstring(2**n - 2))[0])
     assert first[0] == "0" * n
     assert res.bitstring(2**n - 2) == "1" * (n - 1) + "0"
     assert res.bitstring(5) == "0" * (n - 3) + "101"
@@ -132,15 +153,7 @@ def test_wide_output_is_streamed(capsys, tmp_path, monkeypatch, as_json):
     sink = tmp_path / "out.txt"
     args = ["amplitude", str(qasm), "*" * n] + (["--json"] if as_json else [])
     qsimdist.amplitudes(hadamards(n), "*" * n)  # warm imports and caches outside the measure
-    with open(sink, "w") as fh:
-        monkeypatch.setattr(sys, "stdout", fh)
-        tracemalloc.start()
-        try:
-            rc = main(args)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        monkeypatch.undo()
+    rc, peak = main_to_file(monkeypatch, sink, args)
     capsys.readouterr()
     assert rc == 0
     # the array itself is 1 MiB; 2^17 Python strings or dicts would be tens of MiB
@@ -182,18 +195,7 @@ def test_run_streams_a_wide_plan(capsys, tmp_path, monkeypatch):
     saved = tmp_path / "wide.json"
     qsimdist.plan(hadamards(n), bitstrings="*" * n).save(saved)
     sink = tmp_path / "out.txt"
-    with open(sink, "w") as fh:
-        monkeypatch.setattr(sys, "stdout", fh)
-        main(["run", str(saved)])  # warm up
-        fh.seek(0)
-        fh.truncate()
-        tracemalloc.start()
-        try:
-            rc = main(["run", str(saved)])
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        monkeypatch.undo()
+    rc, peak = main_to_file(monkeypatch, sink, ["run", str(saved)], warm=True)
     capsys.readouterr()
     assert rc == 0
     assert peak < 6 * 2**20, f"peak {peak / 2**20:.1f} MiB while printing 2^{n} amplitudes"

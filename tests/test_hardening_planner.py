@@ -255,10 +255,11 @@ def test_a_search_leaves_the_global_random_state_alone():
     assert random.random() == expected
 
 
-# ---------------------------------------------------------------- 13: first run
 
-def test_planning_a_trivial_network_skips_the_hyper_optimiser(monkeypatch):
-    calls = []
+@pytest.fixture
+def hyper_calls(monkeypatch) -> list:
+    """Keyword arguments of every cotengra HyperOptimizer made while the test runs."""
+    calls: list = []
 
     class Spy(ctg.HyperOptimizer):
         def __init__(self, *args, **kwargs):
@@ -266,6 +267,12 @@ def test_planning_a_trivial_network_skips_the_hyper_optimiser(monkeypatch):
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(ctg, "HyperOptimizer", Spy)
+    return calls
+
+# ---------------------------------------------------------------- 13: first run
+
+def test_planning_a_trivial_network_skips_the_hyper_optimiser(hyper_calls):
+    calls = hyper_calls
     # 36 tensors, tiny total cost: greedy is all it needs
     from qsimdist.frontends import amplitude_network, load
 
@@ -282,15 +289,8 @@ def test_planning_a_trivial_network_skips_the_hyper_optimiser(monkeypatch):
     assert np.allclose(res.amplitudes, [2**-0.5, 0], atol=1e-6)
 
 
-def test_an_expensive_network_still_gets_the_hyper_optimiser(monkeypatch):
-    calls = []
-
-    class Spy(ctg.HyperOptimizer):
-        def __init__(self, *args, **kwargs):
-            calls.append(kwargs)
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(ctg, "HyperOptimizer", Spy)
+def test_an_expensive_network_still_gets_the_hyper_optimiser(hyper_calls):
+    calls = hyper_calls
     inputs, output, _, size_dict = ctg.utils.rand_equation(40, 3, d_min=16, d_max=16, seed=1)
     net = Network(inputs, output, size_dict)
     find_path(net, PathOptions(cache=False))
@@ -359,17 +359,10 @@ def test_compiled_kernel_is_not_retyped_on_every_call():
     assert np.allclose(out, 2.0)
 
 
-def test_budgeted_search_on_many_tensors_is_bounded(monkeypatch):
+def test_budgeted_search_on_many_tensors_is_bounded(hyper_calls):
     """Thousands of tensors with a cheap contraction: the default search may not spend
     more than the contraction it could save (no reconfiguration trial of ~5 ms per tensor)."""
-    calls = []
-
-    class Spy(ctg.HyperOptimizer):
-        def __init__(self, *args, **kwargs):
-            calls.append(kwargs)
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(ctg, "HyperOptimizer", Spy)
+    calls = hyper_calls
     # a long chain of 2x2 matrices: cheap to contract, many tensors
     rng = np.random.default_rng(0)
     n = 3000

@@ -100,6 +100,7 @@ def test_fault_ends_every_rank_promptly():
 def test_different_plans_are_refused():
     code = (
         "import sys; from mpi4py import MPI; sys.argv=['x','circuit:12:6:3:1:2.0:sharded'];"
+        "sys.path.insert(0, 'tests');"
         "exec(open('tests/mpi_cases.py').read().split('def main()')[0]);"
         "from qsimdist.executors.mpi import check_same_plan;"
         "from qsimdist.errors import PlanError;"
