@@ -48,7 +48,8 @@ def test_n30_reference_complex128_per_amplitude(shared_data):
     )
     report = compare(res.amplitudes, ref[pick])
     assert report["max_relative_deviation"] <= 1e-4, report
-    assert res.stats["path_cache_hits"] >= len(pick) - 1  # one search, then the cache
+    # one path search: the other bitstrings reuse the first plan (same structure)
+    assert res.stats["plans_reused"] + res.stats["path_cache_hits"] >= len(pick) - 1, res.stats
 
 
 def test_n12_full_statevector_against_qiskit_free_reference(shared_data):
