@@ -8,8 +8,8 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "decode": "decode",
-    "predict": "decode",
+    "decode": "decoder",
+    "predict": "decoder",
     "decoding_network": "network",
 }
 
