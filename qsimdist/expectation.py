@@ -1,0 +1,466 @@
+"""Expectation values ``<psi|P|psi>`` of Pauli strings on light-cone-reduced doubled networks.
+
+For a term ``P`` acting on the qubits ``S``, the value is the contraction of
+the *doubled* network: the circuit ``U`` on ``|0...0>`` (ket), the term's
+one-qubit operators on ``S``, and the complex conjugate of ``U`` on
+``<0...0|`` (bra). A gate that cannot reach ``S`` (outside the backward light
+cone of ``S``) meets its own adjoint and cancels, so only the gates in the
+light cone are built, and qubits outside it are left out altogether. Local
+observables of wide, shallow circuits are therefore cheap: ``<Z_i Z_{i+1}>``
+of a depth-4 brickwork circuit on 50 qubits involves at most 8 qubits.
+
+Before the light cone is taken, one-qubit gates are fused into the
+neighbouring multi-qubit gate on their qubit (and consecutive gates on the
+same qubits are multiplied together); these decisions depend on the qubits
+only, so a circuit with other parameter values gives the same structure.
+
+The network of a term is named by *local* qubit positions (rank within the
+light cone), so terms whose light cones are translates of each other (the
+interior ``Z_i Z_{i+1}`` of a brickwork circuit) build the same network up
+to its arrays and share one :class:`~qsimdist.planner.plan.Plan`: the path
+is searched once per structure, and later terms, other parameter values and
+other observables reuse it with new arrays (``dataclasses.replace(plan,
+network=...)``). An :class:`ExpectationEngine` keeps those plans between
+calls.
+
+Term labels follow Qiskit's order: the rightmost character is qubit 0.
+Besides ``I X Y Z``, the projectors of Qiskit's ``SparseObservable``
+(``0 1 + - r l``) are accepted, since every one-qubit operator is just
+another 2x2 tensor here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import check_dtype, default_memory_limit, parse_memory
+from .errors import InvalidInputError, shorten
+from .frontends import GateCircuit, load
+from .frontends.circuit import Gate
+from .network import Network
+from .planner.path import PathOptions
+from .planner.plan import Plan, make_plan
+
+_S = 1.0 / np.sqrt(2.0)
+
+#: the one-qubit operator of each label character (``I`` is never built)
+SINGLE_QUBIT_OPERATORS: dict[str, np.ndarray] = {
+    "I": np.eye(2, dtype=complex),
+    "X": np.array([[0, 1], [1, 0]], dtype=complex),
+    "Y": np.array([[0, -1j], [1j, 0]], dtype=complex),
+    "Z": np.array([[1, 0], [0, -1]], dtype=complex),
+    "0": np.array([[1, 0], [0, 0]], dtype=complex),
+    "1": np.array([[0, 0], [0, 1]], dtype=complex),
+    "+": np.array([[0.5, 0.5], [0.5, 0.5]], dtype=complex),
+    "-": np.array([[0.5, -0.5], [-0.5, 0.5]], dtype=complex),
+    "r": np.array([[0.5, -0.5j], [0.5j, 0.5]], dtype=complex),
+    "l": np.array([[0.5, 0.5j], [-0.5j, 0.5]], dtype=complex),
+}
+_VALID_CHARS = "".join(SINGLE_QUBIT_OPERATORS)
+
+#: executors an engine can run its plans on
+EXECUTORS = ("local", "mpi")
+
+
+@dataclass(frozen=True)
+class PauliTerm:
+    """One product operator: ``ops[j]`` acts on qubit ``qubits[j]`` (ascending, no identities)."""
+
+    qubits: tuple[int, ...]
+    ops: str
+
+    @property
+    def weight(self) -> int:
+        """The number of qubits the term acts on non-trivially."""
+        return len(self.qubits)
+
+
+def parse_term(label: str, n_qubits: int) -> PauliTerm:
+    """A label in Qiskit order (rightmost character = qubit 0) as a :class:`PauliTerm`.
+
+    Raises:
+        InvalidInputError: the label has the wrong length or a character outside
+            ``I X Y Z 0 1 + - r l``.
+    """
+    if not isinstance(label, str):
+        raise InvalidInputError(
+            f"an observable must be a label string such as 'ZZII', got {shorten(label)} "
+            f"({type(label).__name__})"
+        )
+    if len(label) != n_qubits:
+        raise InvalidInputError(
+            f"observable {shorten(label)} has {len(label)} characters; the circuit has "
+            f"{n_qubits} qubits (one character per qubit, rightmost = qubit 0)"
+        )
+    bad = sorted(set(label) - set(_VALID_CHARS))
+    if bad:
+        raise InvalidInputError(
+            f"observable {shorten(label)} has invalid characters {shorten(''.join(bad))}; "
+            f"valid: I, X, Y, Z (and the projectors 0, 1, +, -, r, l)"
+        )
+    pairs = [(n_qubits - 1 - k, c) for k, c in enumerate(label) if c != "I"]
+    pairs.sort()
+    return PauliTerm(tuple(q for q, _ in pairs), "".join(c for _, c in pairs))
+
+
+# --------------------------------------------------------------------------- fusion
+def _apply_one_qubit(gate: Gate, qubit: int, matrix: np.ndarray, before: bool) -> Gate:
+    """``gate`` with the one-qubit ``matrix`` on ``qubit`` applied before (or after) it."""
+    k = len(gate.qubits)
+    pos = gate.qubits.index(qubit)
+    t = gate.matrix.reshape((2,) * (2 * k))
+    if before:  # G @ (1 x m x 1): contract m's row with G's input axis ``k + pos``
+        t = np.moveaxis(np.tensordot(t, matrix, axes=([k + pos], [0])), -1, k + pos)
+    else:  # (1 x m x 1) @ G: contract m's column with G's output axis ``pos``
+        t = np.moveaxis(np.tensordot(matrix, t, axes=([1], [pos])), 0, pos)
+    return Gate(t.reshape(2**k, 2**k), gate.qubits, gate.name)
+
+
+def _reorder(gate: Gate, qubits: tuple[int, ...]) -> np.ndarray:
+    """``gate``'s matrix over the same qubits listed in the order ``qubits``."""
+    k = len(qubits)
+    perm = [gate.qubits.index(q) for q in qubits]
+    t = gate.matrix.reshape((2,) * (2 * k)).transpose(perm + [k + p for p in perm])
+    return t.reshape(2**k, 2**k)
+
+
+def fuse_gates(circuit: GateCircuit) -> GateCircuit:
+    """An equal circuit with one-qubit gates folded into multi-qubit neighbours.
+
+    Each one-qubit gate joins the next multi-qubit gate on its qubit (or, after
+    the last one, the previous); a multi-qubit gate directly following another
+    on the same set of qubits is multiplied into it. Which gates merge depends
+    on the qubits only, never on the matrices, so every binding of a
+    parametrised circuit fuses to the same structure.
+    """
+    pending: dict[int, np.ndarray] = {}  # one-qubit product waiting on each qubit
+    out: list[Gate | None] = []
+    last: dict[int, int] = {}  # qubit -> position in ``out`` of its latest gate
+    for g in circuit.gates:
+        if len(g.qubits) == 1:
+            q = g.qubits[0]
+            pending[q] = g.matrix @ pending[q] if q in pending else g.matrix
+            continue
+        gate = g
+        for q in g.qubits:
+            m = pending.pop(q, None)
+            if m is not None:
+                gate = _apply_one_qubit(gate, q, m, before=True)
+        prev = {last.get(q) for q in g.qubits}
+        if len(prev) == 1 and None not in prev:
+            j = prev.pop()
+            earlier = out[j]
+            if earlier is not None and set(earlier.qubits) == set(g.qubits):
+                out[j] = Gate(gate.matrix @ _reorder(earlier, gate.qubits), gate.qubits,
+                              "fused")
+                continue
+        out.append(gate)
+        for q in g.qubits:
+            last[q] = len(out) - 1
+    for q, m in pending.items():
+        j = last.get(q)
+        if j is None:
+            out.append(Gate(m, (q,), "fused"))
+        else:
+            out[j] = _apply_one_qubit(out[j], q, m, before=False)
+    fused = GateCircuit(circuit.n_qubits, global_phase=circuit.global_phase, name=circuit.name)
+    fused.gates = [g for g in out if g is not None]
+    return fused
+
+
+# --------------------------------------------------------------------------- networks
+def light_cone(circuit: GateCircuit, qubits: Iterable[int]) -> list[int]:
+    """Positions (ascending) of the gates in the backward light cone of ``qubits``.
+
+    Walking the gates from the last, a gate is kept when it touches a qubit
+    already in the cone, and then adds its qubits to the cone.
+    """
+    cone = set(qubits)
+    kept = []
+    for k in range(len(circuit.gates) - 1, -1, -1):
+        g = circuit.gates[k]
+        if not cone.isdisjoint(g.qubits):
+            kept.append(k)
+            cone.update(g.qubits)
+    kept.reverse()
+    return kept
+
+
+def _structure(circuit: GateCircuit, term: PauliTerm, kept: Sequence[int]) -> tuple:
+    """The term's network structure in local qubit numbers (rank within the light cone)."""
+    cone = set(term.qubits)
+    for k in kept:
+        cone.update(circuit.gates[k].qubits)
+    local = {q: j for j, q in enumerate(sorted(cone))}
+    return (
+        len(local),
+        tuple(local[q] for q in term.qubits),
+        tuple(tuple(local[q] for q in circuit.gates[k].qubits) for k in kept),
+    )
+
+
+def expectation_network(circuit: GateCircuit, term: PauliTerm,
+                        kept: Sequence[int] | None = None) -> Network:
+    """The doubled network whose contraction is ``<0|U^dag P U|0>`` (light cone only).
+
+    Ket indices are ``k{j}.{layer}``, bra indices ``b{j}.{layer}``, with ``j``
+    the qubit's rank in the light cone; on a light-cone qubit outside the
+    term's support the ket's and the bra's last indices are one index (the
+    identity). The global phase cancels and is not built.
+    """
+    if kept is None:
+        kept = light_cone(circuit, term.qubits)
+    n_local, support, gate_qubits = _structure(circuit, term, kept)
+    layers = [0] * n_local
+    for qs in gate_qubits:
+        for j in qs:
+            layers[j] += 1
+    in_support = set(support)
+
+    def ket(j: int, layer: int) -> str:
+        return f"k{j}.{layer}"
+
+    def bra(j: int, layer: int) -> str:
+        if layer == layers[j] and j not in in_support:
+            return ket(j, layer)
+        return f"b{j}.{layer}"
+
+    zero = np.array([1.0, 0.0], dtype=complex)
+    inputs: list[tuple[str, ...]] = []
+    arrays: list[np.ndarray] = []
+    for j in range(n_local):
+        inputs.append((ket(j, 0),))
+        arrays.append(zero)
+        inputs.append((bra(j, 0),))
+        arrays.append(zero)
+    at = [0] * n_local
+    for k, qs in zip(kept, gate_qubits):
+        g = circuit.gates[k]
+        shape = (2,) * (2 * len(qs))
+        ins = [at[j] for j in qs]
+        for j in qs:
+            at[j] += 1
+        inputs.append((*(ket(j, at[j]) for j in qs), *(ket(j, i) for j, i in zip(qs, ins))))
+        arrays.append(g.matrix.reshape(shape))
+        inputs.append((*(bra(j, at[j]) for j in qs), *(bra(j, i) for j, i in zip(qs, ins))))
+        arrays.append(g.matrix.conj().reshape(shape))
+    for j, op in zip(support, term.ops):
+        # <y|P|x>: the bra's index is the row, the ket's the column
+        inputs.append((bra(j, layers[j]), ket(j, layers[j])))
+        arrays.append(SINGLE_QUBIT_OPERATORS[op])
+    size_dict = {i: 2 for term_inds in inputs for i in term_inds}
+    return Network(inputs, (), size_dict, arrays,
+                   meta={"n_qubits": n_local, "name": f"{circuit.name}:expectation"})
+
+
+# --------------------------------------------------------------------------- engine
+def _limit(memory_limit) -> int | None:
+    """An explicit limit in bytes, the machine's default for ``None``, no limit for ``"none"``."""
+    if isinstance(memory_limit, str) and memory_limit.strip().lower() in ("none", "unlimited"):
+        return None
+    return parse_memory(memory_limit) if memory_limit is not None else default_memory_limit()
+
+
+@dataclass
+class ExpectationStats:
+    """What an engine did: contractions, plans made and reused, seconds, FLOPs."""
+
+    terms: int = 0
+    contractions: int = 0
+    plans_made: int = 0
+    plans_reused: int = 0
+    trivial_terms: int = 0
+    flops: float = 0.0
+    plan_seconds: float = 0.0
+    execute_seconds: float = 0.0
+    max_light_cone_qubits: int = 0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class ExpectationEngine:
+    """Evaluates Pauli terms of circuits and keeps one plan per network structure.
+
+    Attributes:
+        dtype: ``complex128`` (default) or ``complex64``.
+        memory_limit: peak bytes per contraction (``None``: the machine's default;
+            ``"none"``: unlimited); per rank under ``executor="mpi"``.
+        backend: array library, ``numpy`` or ``cupy``.
+        path_options: path search options (:class:`PathOptions` or a dict).
+        executor: ``local`` or ``mpi`` (every rank of ``mpiexec`` makes the same calls;
+            plans are made on rank 0 for the ranks of ``comm`` and ``profile``).
+        profile: hardware profile for ``executor="mpi"`` (default ``local-cpu``).
+        comm: MPI communicator (default ``MPI.COMM_WORLD``).
+        fuse: fold one-qubit gates into their neighbours first (:func:`fuse_gates`).
+    """
+
+    dtype: str = "complex128"
+    memory_limit: str | int | None = None
+    backend: str = "numpy"
+    path_options: PathOptions | dict | None = None
+    executor: str = "local"
+    profile: object = None
+    comm: object = None
+    fuse: bool = True
+    stats: ExpectationStats = field(default_factory=ExpectationStats)
+    _plans: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.dtype = check_dtype(self.dtype)
+        if self.executor not in EXECUTORS:
+            raise InvalidInputError(
+                f"unknown executor {self.executor!r}; valid: {', '.join(EXECUTORS)}"
+            )
+        if isinstance(self.path_options, dict):
+            self.path_options = PathOptions(**self.path_options)
+        self._limit = _limit(self.memory_limit)
+        if self.executor == "mpi":
+            from .distributed import profile_for, world
+
+            if self.comm is None:
+                self.comm = world()
+            self._profile = profile_for(self.profile or "local-cpu", self._limit)
+
+    @property
+    def plans(self) -> int:
+        """The number of plans held (one per network structure seen)."""
+        return len(self._plans)
+
+    def _plan_for(self, key: tuple, net: Network) -> Plan:
+        known = self._plans.get(key)
+        if known is not None:
+            self.stats.plans_reused += 1
+            return dataclasses.replace(known, network=net, meta=dict(net.meta))
+        if self.executor == "mpi":
+            from .distributed import distribute, plan_on_root
+
+            def build() -> Plan:
+                one = make_plan(net, dtype=self.dtype, memory_limit=None,
+                                path_options=self.path_options)
+                return distribute(one, self._profile, self.comm.Get_size())
+
+            plan = plan_on_root(build, self.comm)
+        else:
+            from .api import check_plan_fits
+
+            plan = make_plan(net, dtype=self.dtype, memory_limit=self._limit,
+                             path_options=self.path_options)
+            check_plan_fits(plan, self._limit if self._limit is not None else "none")
+        self._plans[key] = plan
+        self.stats.plans_made += 1
+        return plan
+
+    def _execute(self, plan: Plan) -> complex:
+        options: dict = {}
+        if self.executor == "mpi":
+            options = {"comm": self.comm, "memory_limit": self._limit}
+        value = plan.execute(backend=self.backend, executor=self.executor, **options)
+        value = value.get() if hasattr(value, "get") else value
+        return complex(np.asarray(value).reshape(-1)[0])
+
+    def term_values(self, circuit: GateCircuit, terms: Sequence[PauliTerm]) -> np.ndarray:
+        """``Re <psi|P|psi>`` for each term, ``psi = U|0...0>`` (complex128 values).
+
+        The circuit is fused once; each term's light cone picks its gates, and
+        terms of the same structure reuse one plan.
+        """
+        if self.fuse:
+            circuit = fuse_gates(circuit)
+        values = np.empty(len(terms), dtype=np.float64)
+        for i, term in enumerate(terms):
+            self.stats.terms += 1
+            if not term.qubits:
+                values[i] = 1.0
+                self.stats.trivial_terms += 1
+                continue
+            t0 = time.perf_counter()
+            kept = light_cone(circuit, term.qubits)
+            key = _structure(circuit, term, kept)
+            net = expectation_network(circuit, term, kept)
+            plan = self._plan_for(key, net)
+            t1 = time.perf_counter()
+            values[i] = self._execute(plan).real
+            t2 = time.perf_counter()
+            st = self.stats
+            st.contractions += 1
+            st.flops += plan.stats.flops
+            st.plan_seconds += t1 - t0
+            st.execute_seconds += t2 - t1
+            st.max_light_cone_qubits = max(st.max_light_cone_qubits, key[0])
+        return values
+
+
+def _circuit(source) -> GateCircuit:
+    obj = load(source)
+    if isinstance(obj, Network):
+        raise InvalidInputError(
+            "expectation values need a circuit, but this input is a tensor network"
+        )
+    return obj
+
+
+def expectation_values(
+    circuit,
+    paulis: str | Sequence[str],
+    *,
+    dtype: str = "complex128",
+    memory_limit: str | int | None = None,
+    backend: str = "numpy",
+    path_options: PathOptions | dict | None = None,
+    executor: str = "local",
+    profile=None,
+    comm=None,
+    engine: ExpectationEngine | None = None,
+) -> np.ndarray:
+    """``<psi|P|psi>`` for each Pauli label, ``psi`` the circuit's state on ``|0...0>``.
+
+    Args:
+        circuit: anything :func:`qsimdist.frontends.load` accepts that is a
+            circuit (Qiskit ``QuantumCircuit`` with bound parameters, OpenQASM,
+            .qsim, quimb ``Circuit``, :class:`GateCircuit`). Final measurements
+            are ignored; a mid-circuit measurement is refused.
+        paulis: one label or a list of labels in Qiskit order (rightmost
+            character = qubit 0), characters ``I X Y Z`` (projectors ``0 1 + - r l``
+            also work).
+        dtype: ``complex128`` (default) or ``complex64``.
+        memory_limit: peak bytes per contraction (``"8GiB"``; ``None``: default).
+        backend: ``numpy`` or ``cupy``.
+        path_options: path search options.
+        executor: ``local`` or ``mpi`` (see :class:`ExpectationEngine`).
+        profile: hardware profile for ``executor="mpi"``.
+        comm: MPI communicator for ``executor="mpi"``.
+        engine: an engine to use (and whose plans to reuse) instead of a new one;
+            the keywords above are then ignored.
+
+    Returns:
+        A float64 array with one value per label (the real part; a Hermitian
+        term's value is real).
+    """
+    labels = [paulis] if isinstance(paulis, str) else list(paulis)
+    gc = _circuit(circuit)
+    terms = [parse_term(label, gc.n_qubits) for label in labels]
+    if engine is None:
+        engine = ExpectationEngine(dtype=dtype, memory_limit=memory_limit, backend=backend,
+                                   path_options=path_options, executor=executor,
+                                   profile=profile, comm=comm)
+    return engine.term_values(gc, terms)
+
+
+__all__ = [
+    "SINGLE_QUBIT_OPERATORS",
+    "ExpectationEngine",
+    "ExpectationStats",
+    "PauliTerm",
+    "expectation_network",
+    "expectation_values",
+    "fuse_gates",
+    "light_cone",
+    "parse_term",
+]
