@@ -1,0 +1,257 @@
+"""Dynamic circuits as unitary circuits, by the deferred-measurement principle.
+
+A circuit with mid-circuit measurements, resets and classically controlled
+blocks (``if_test`` / :class:`~qiskit.circuit.IfElseOp` on a clbit or a
+register) is rewritten as a unitary circuit on more qubits whose final
+computational-basis measurement gives the same joint distribution of
+classical bits:
+
+- a measurement whose qubit is used again copies the qubit onto a fresh
+  ancilla (CX); the classical bit then *is* that ancilla;
+- a measurement whose qubit is never used again maps its bit to the qubit;
+- a classically controlled gate becomes a gate controlled by the qubits its
+  condition reads (a bit never written reads 0, as in Qiskit);
+- a reset swaps in a fresh qubit in ``|0>`` (the old one is traced out);
+- inside a conditional block, a measurement and a reset act only where the
+  condition holds (controlled copy / controlled swap with a fresh ancilla).
+
+:func:`lower_circuit` returns the unitary circuit and, for every clbit, the
+qubit holding its value at the end (``None``: the bit is never written and
+reads 0). Final measurements of an ordinary circuit map to their qubits
+without ancillas, so such a circuit is unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UnsupportedInstructionError, shorten
+
+_SKIPPED = ("barrier", "delay")
+
+
+@dataclass
+class LoweredCircuit:
+    """A unitary circuit plus the qubit that holds each classical bit's final value.
+
+    Attributes:
+        circuit: a ``QuantumCircuit`` without classical bits on ``num_qubits``
+            qubits (the original ones first, then ancillas).
+        clbit_sources: per clbit of the original circuit (by index), the qubit
+            of ``circuit`` whose measured value the bit takes, or ``None``
+            (never written: 0).
+        ancillas: qubits added beyond the original circuit's.
+        dynamic: whether the circuit had mid-circuit measurement, reset or
+            classical control.
+    """
+
+    circuit: object
+    clbit_sources: list[int | None]
+    ancillas: int
+    dynamic: bool
+
+    @property
+    def num_qubits(self) -> int:
+        return self.circuit.num_qubits
+
+
+class _Lowering:
+    """The rewriting state: physical wires, ancillas and the gates emitted so far."""
+
+    def __init__(self, qc) -> None:
+        self.qc = qc
+        self.n = qc.num_qubits
+        self.wire = list(range(self.n))  # logical qubit -> physical qubit holding it now
+        self.n_physical = self.n
+        self.sources: list[int | None] = [None] * qc.num_clbits
+        self.ops: list[tuple[object, tuple[int, ...]]] = []  # (gate, physical qubits)
+        self.dynamic = False
+        # for each top-level position, the logical qubits some later instruction uses
+        # (other than barrier, delay and measure): a measurement of any other qubit is final
+        used_later: list[frozenset[int]] = [frozenset()] * len(qc.data)
+        seen: set[int] = set()
+        for pos in range(len(qc.data) - 1, -1, -1):
+            used_later[pos] = frozenset(seen)
+            inst = qc.data[pos]
+            if inst.operation.name not in (*_SKIPPED, "measure"):
+                seen.update(qc.find_bit(q).index for q in inst.qubits)
+        self.used_later = used_later
+
+    def fresh(self) -> int:
+        self.n_physical += 1
+        return self.n_physical - 1
+
+    # ----------------------------------------------------------------- emitting
+    def emit(self, gate, qubits: list[int], controls: list[tuple[int, int]]) -> None:
+        """Append ``gate`` on physical ``qubits``, controlled by ``controls`` [(qubit, value)]."""
+        if not controls:
+            self.ops.append((gate, tuple(qubits)))
+            return
+        ctrl_state = sum(v << k for k, (_, v) in enumerate(controls))
+        controlled = gate.control(len(controls), ctrl_state=ctrl_state)
+        self.ops.append((controlled, tuple(q for q, _ in controls) + tuple(qubits)))
+
+    # ----------------------------------------------------------------- walking
+    def walk(self, circuit, qmap: list[int], cmap: list[int],
+             controls: list[tuple[int, int]], top: bool) -> None:
+        """Rewrite ``circuit`` whose qubit i is logical ``qmap[i]`` and clbit j is ``cmap[j]``."""
+        from qiskit.circuit import BoxOp, ControlFlowOp, Gate, IfElseOp
+        from qiskit.circuit.library import CXGate, SwapGate
+
+        for pos, inst in enumerate(circuit.data):
+            op = inst.operation
+            qubits = [qmap[circuit.find_bit(q).index] for q in inst.qubits]
+            clbits = [cmap[circuit.find_bit(c).index] for c in inst.clbits]
+            name = op.name
+            where = f"{shorten(name)} at position {pos} on qubits {shorten(qubits)}"
+            if name in _SKIPPED:
+                continue
+            if name == "measure":
+                (logical,), (clbit,) = qubits, clbits
+                final = top and not controls and logical not in self.used_later[pos]
+                if final:
+                    self.sources[clbit] = self.wire[logical]
+                    continue
+                self.dynamic = True
+                anc = self.fresh()
+                old = self.sources[clbit]
+                if controls and old is not None:
+                    # anc = old where the condition fails, the measured value where it holds
+                    self.emit(CXGate(), [old, anc], [])
+                    self.emit(CXGate(), [old, anc], controls)
+                self.emit(CXGate(), [self.wire[logical], anc], controls)
+                self.sources[clbit] = anc
+                continue
+            if name == "reset":
+                self.dynamic = True
+                (logical,) = qubits
+                anc = self.fresh()
+                if controls:
+                    self.emit(SwapGate(), [self.wire[logical], anc], controls)
+                else:
+                    self.wire[logical] = anc
+                continue
+            if isinstance(op, IfElseOp):
+                self.dynamic = True
+                cbits = {b: cmap[circuit.find_bit(b).index] for b in _condition_bits(op)}
+                self.if_else(op, qubits, clbits, cbits, controls, where)
+                continue
+            if isinstance(op, BoxOp):
+                body = op.blocks[0]
+                self.walk(body, qubits, clbits, controls, top=False)
+                continue
+            if isinstance(op, ControlFlowOp) or getattr(op, "condition", None) is not None:
+                raise UnsupportedInstructionError(
+                    f"control-flow instruction {where} is not supported; supported: if_test / "
+                    "IfElseOp on a clbit or register, box, mid-circuit measure, reset"
+                )
+            if clbits or not isinstance(op, Gate):
+                raise UnsupportedInstructionError(
+                    f"non-unitary instruction {where}; supported: unitary gates, measure, reset, "
+                    "barrier, delay, if_test / IfElseOp on a clbit or register"
+                )
+            if op.is_parameterized():
+                names = ", ".join(sorted(str(p) for p in op.params if hasattr(p, "parameters")))
+                raise UnsupportedInstructionError(
+                    f"instruction {where} has unbound parameters {names}; bind them first"
+                )
+            self.emit(op, [self.wire[q] for q in qubits], controls)
+
+    def condition_controls(self, condition, cmap_bits: dict, where: str):
+        """The condition as [(physical qubit, value)], or ``None`` when it can never hold."""
+        from qiskit.circuit import ClassicalRegister, Clbit
+
+        target, value = condition if isinstance(condition, tuple) else (None, None)
+        if isinstance(target, Clbit):
+            bits = [target]
+            values = [int(bool(value))]
+        elif isinstance(target, ClassicalRegister):
+            bits = list(target)
+            value = int(value)
+            if value < 0 or value >> len(bits):
+                return None
+            values = [(value >> k) & 1 for k in range(len(bits))]
+        else:
+            raise UnsupportedInstructionError(
+                f"condition {shorten(condition)} of {where} is not supported; supported: "
+                "(clbit, value) and (register, value)"
+            )
+        pairs: dict[int, int] = {}
+        for bit, want in zip(bits, values):
+            clbit = cmap_bits[bit]
+            src = self.sources[clbit]
+            if src is None:  # never written: reads 0
+                if want:
+                    return None
+                continue
+            if pairs.setdefault(src, want) != want:
+                return None
+        return sorted(pairs.items())
+
+    def if_else(self, op, qubits: list[int], clbits: list[int], cmap_bits: dict,
+                controls: list[tuple[int, int]], where: str) -> None:
+        from qiskit.circuit.library import XGate
+
+        true_body, false_body = op.blocks[0], (op.blocks[1] if len(op.blocks) > 1 else None)
+        cond = self.condition_controls(op.condition, cmap_bits, where)
+        if cond is None:  # the condition never holds
+            if false_body is not None:
+                self.walk(false_body, qubits, clbits, controls, top=False)
+            return
+        merged = dict(controls)
+        clash = any(merged.setdefault(q, v) != v for q, v in cond)
+        if clash:
+            if false_body is not None:
+                self.walk(false_body, qubits, clbits, controls, top=False)
+            return
+        both = sorted(merged.items())
+        if false_body is None:
+            self.walk(true_body, qubits, clbits, both, top=False)
+            return
+        if not cond:  # always true
+            self.walk(true_body, qubits, clbits, controls, top=False)
+            return
+        # a flag qubit holds the whole condition (outer controls included), so that the
+        # false branch can be controlled by its negation
+        flag = self.fresh()
+        self.emit(XGate(), [flag], both)
+        self.walk(true_body, qubits, clbits, [(flag, 1)], top=False)
+        self.walk(false_body, qubits, clbits, [(flag, 0)], top=False)
+
+
+def _condition_bits(op) -> list:
+    from qiskit.circuit import ClassicalRegister, Clbit
+
+    target = op.condition[0] if isinstance(op.condition, tuple) else None
+    if isinstance(target, Clbit):
+        return [target]
+    if isinstance(target, ClassicalRegister):
+        return list(target)
+    return []
+
+
+def lower_circuit(qc) -> LoweredCircuit:
+    """Rewrite a (bound) Qiskit circuit as a unitary circuit plus its clbit sources.
+
+    Raises:
+        UnsupportedInstructionError: for loops, switch, conditions on classical
+            expressions, other non-unitary instructions and unbound parameters,
+            naming the instruction.
+    """
+    from qiskit import QuantumCircuit
+
+    if qc.parameters:
+        names = ", ".join(sorted(p.name for p in qc.parameters))
+        first = next((f" (first in {inst.operation.name!r} at position {pos})"
+                      for pos, inst in enumerate(qc.data)
+                      if getattr(inst.operation, "is_parameterized", lambda: False)()), "")
+        raise UnsupportedInstructionError(
+            f"unbound parameters {names}{first}; give parameter values in the pub or bind them "
+            "with assign_parameters()"
+        )
+    state = _Lowering(qc)
+    state.walk(qc, list(range(qc.num_qubits)), list(range(qc.num_clbits)), [], top=True)
+    out = QuantumCircuit(state.n_physical, global_phase=qc.global_phase, name=qc.name)
+    for gate, qubits in state.ops:
+        out.append(gate, qubits)
+    return LoweredCircuit(out, state.sources, state.n_physical - qc.num_qubits, state.dynamic)

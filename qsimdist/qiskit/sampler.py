@@ -1,0 +1,281 @@
+"""``SamplerV2``: Qiskit's sampler primitive on exact tensor-network sampling.
+
+Semantics follow :class:`qiskit.primitives.StatevectorSampler`: pubs are
+coerced with :meth:`SamplerPub.coerce`, parameter values broadcast, and each
+pub's result holds one :class:`~qiskit.primitives.BitArray` per classical
+register following the circuit's measurements. Unlike the reference,
+mid-circuit measurement, reset and ``if_test`` blocks are supported (through
+:mod:`qsimdist.qiskit.dynamic`), and circuits far wider than a state vector
+are sampled through light-cone-cancelled marginals
+(:mod:`qsimdist.sampling`).
+
+Example::
+
+    from qiskit import QuantumCircuit
+    from qsimdist.qiskit import SamplerV2
+
+    qc = QuantumCircuit(3); qc.h(0); qc.cx(0, 1); qc.cx(1, 2); qc.measure_all()
+    result = SamplerV2(seed=7).run([qc], shots=1000).result()
+    result[0].data.meas.get_counts()       # {'000': ~500, '111': ~500}
+    result[0].metadata["sampling"]          # method, predicted FLOPs, contractions
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+
+import numpy as np
+from qiskit.primitives import BaseSamplerV2
+
+from ..errors import InvalidInputError, shorten
+from ..sampling import METHODS, Contractor, sample_bits
+from .dynamic import lower_circuit
+
+
+@dataclass(frozen=True)
+class SamplerOptions:
+    """Options of :class:`SamplerV2` (a dict with these keys is accepted too).
+
+    Attributes:
+        dtype: ``complex64`` (default) or ``complex128``.
+        memory_limit: peak bytes per contraction (``"8GiB"``, int; ``None``: the
+            machine's default; ``"none"``: unlimited).
+        method: ``auto`` (by predicted cost), ``marginal``, ``doubled-marginal``
+            or ``chain``.
+        return_amplitudes: attach the amplitude of every distinct drawn
+            bitstring (all qubits measured, no mid-circuit measurement) to each
+            pub's metadata under ``"amplitudes"``.
+        executor: ``auto`` (``mpi`` when started by mpiexec with several ranks),
+            ``local`` or ``mpi``.
+        profile: hardware profile for the ``mpi`` executor (default ``local-cpu``).
+        backend: array library, ``numpy`` or ``cupy``.
+    """
+
+    dtype: str = "complex64"
+    memory_limit: str | int | None = None
+    method: str = "auto"
+    return_amplitudes: bool = False
+    executor: str = "auto"
+    profile: str | None = None
+    backend: str = "numpy"
+
+    def __post_init__(self) -> None:
+        from ..config import check_dtype
+
+        check_dtype(self.dtype)
+        if self.method not in METHODS:
+            raise InvalidInputError(
+                f"unknown sampling method {self.method!r}; valid: {', '.join(METHODS)}")
+        if self.executor not in ("auto", "local", "mpi"):
+            raise InvalidInputError(
+                f"unknown executor {self.executor!r}; valid: auto, local, mpi")
+
+    @classmethod
+    def coerce(cls, options) -> SamplerOptions:
+        """``options`` as a :class:`SamplerOptions` (from ``None``, a dict or itself)."""
+        if options is None:
+            return cls()
+        if isinstance(options, cls):
+            return options
+        if isinstance(options, dict):
+            valid = {f.name for f in fields(cls)}
+            bad = sorted(set(options) - valid)
+            if bad:
+                raise InvalidInputError(
+                    f"unknown sampler options {bad}; valid: {', '.join(sorted(valid))}")
+            return cls(**options)
+        raise InvalidInputError(
+            f"options must be a SamplerOptions or a dict, got {type(options).__name__}")
+
+    def resolved_executor(self) -> str:
+        if self.executor != "auto":
+            return self.executor
+        from ..executors.mpi import launched_under_mpi
+
+        return "mpi" if launched_under_mpi() else "local"
+
+
+class SamplerV2(BaseSamplerV2):
+    """Exact sampler primitive (``BaseSamplerV2``) with ``StatevectorSampler``'s semantics.
+
+    Args:
+        default_shots: shots for pubs that give none.
+        seed: an int (every ``run`` starts a fresh generator from it, so the same
+            seed gives the same bitstrings), a ``numpy.random.Generator`` (drawn
+            from as it is), or ``None``.
+        options: :class:`SamplerOptions` or a dict of its fields.
+    """
+
+    def __init__(self, *, default_shots: int = 1024, seed=None, options=None) -> None:
+        if not isinstance(default_shots, (int, np.integer)) or default_shots < 0:
+            raise InvalidInputError(
+                f"default_shots must be a non-negative int, got {shorten(default_shots)}")
+        self._default_shots = int(default_shots)
+        self._seed = seed
+        self._options = SamplerOptions.coerce(options)
+        self._contractor: Contractor | None = None
+
+    @property
+    def default_shots(self) -> int:
+        """Shots used for pubs without their own."""
+        return self._default_shots
+
+    @property
+    def seed(self):
+        """The seed or generator given to the constructor."""
+        return self._seed
+
+    @property
+    def options(self) -> SamplerOptions:
+        """This sampler's options."""
+        return self._options
+
+    # ------------------------------------------------------------------ run
+    def run(self, pubs: Iterable, *, shots: int | None = None):
+        """Sample each pub; returns a ``PrimitiveJob`` whose result is a ``PrimitiveResult``."""
+        from qiskit.primitives import PrimitiveJob
+        from qiskit.primitives.containers.sampler_pub import SamplerPub
+
+        if shots is None:
+            shots = self._default_shots
+        coerced = [SamplerPub.coerce(pub, shots) for pub in pubs]
+        if any(len(pub.circuit.cregs) == 0 for pub in coerced):
+            warnings.warn(
+                "One of your circuits has no output classical registers and so the result "
+                "will be empty. Did you mean to add measurement instructions?",
+                UserWarning,
+                stacklevel=2,
+            )
+        if self._options.resolved_executor() == "mpi":
+            # every rank runs the pubs on its main thread, in the same order
+            result = self._run(coerced)
+            job = PrimitiveJob(lambda: result)
+        else:
+            job = PrimitiveJob(self._run, coerced)
+        job._submit()
+        return job
+
+    def _contractor_now(self) -> Contractor:
+        if self._contractor is None:
+            opts = self._options
+            self._contractor = Contractor(
+                dtype=opts.dtype, memory_limit=opts.memory_limit,
+                executor=opts.resolved_executor(), profile=opts.profile, backend=opts.backend)
+        return self._contractor
+
+    def _generator(self, contractor: Contractor) -> np.random.Generator:
+        if isinstance(self._seed, np.random.Generator):
+            return self._seed
+        seed = self._seed
+        if seed is None:
+            seed = int(np.random.SeedSequence().entropy % (1 << 63))
+            if contractor.executor == "mpi":  # every rank draws the same numbers
+                seed = contractor.comm.bcast(seed, root=0)
+        return np.random.default_rng(seed)
+
+    def _run(self, pubs: list):
+        from qiskit.primitives import PrimitiveResult
+
+        contractor = self._contractor_now()
+        rng = self._generator(contractor)
+        results = [self._run_pub(pub, rng, contractor) for pub in pubs]
+        return PrimitiveResult(results, metadata={"version": 2})
+
+    def _run_pub(self, pub, rng: np.random.Generator, contractor: Contractor):
+        from qiskit.primitives import BitArray, DataBin, SamplerPubResult
+
+        from ..frontends.qiskit_circuit import from_qiskit
+
+        circuit = pub.circuit
+        registers = list(circuit.cregs)
+        bound = pub.parameter_values.bind_all(circuit)
+        arrays = {
+            creg.name: np.zeros(bound.shape + (pub.shots, (creg.size + 7) // 8), dtype=np.uint8)
+            for creg in registers
+        }
+        clbit_of = {creg.name: [circuit.find_bit(b).index for b in creg] for creg in registers}
+        infos = []
+        amplitudes: dict = {}
+        for index, one in np.ndenumerate(bound):
+            lowered = lower_circuit(one)
+            gc = from_qiskit(lowered.circuit)
+            sources = lowered.clbit_sources
+            wanted = {sources[c] for name in clbit_of for c in clbit_of[name]}
+            measured = sorted(q for q in wanted if q is not None)
+            bits, info, _ = sample_bits(gc, measured, pub.shots, rng, contractor,
+                                        self._options.method)
+            info.extra.update({"dynamic": lowered.dynamic, "ancillas": lowered.ancillas})
+            infos.append(info)
+            column = {q: k for k, q in enumerate(measured)}
+            for creg in registers:
+                cols = [sources[c] for c in clbit_of[creg.name]]
+                arrays[creg.name][index] = _pack(bits, [column.get(q) for q in cols])
+            if self._options.return_amplitudes:
+                amplitudes[index] = self._amplitudes(gc, lowered, measured, bits, contractor)
+        meas = {creg.name: BitArray(arrays[creg.name], creg.size) for creg in registers}
+        metadata = {
+            "shots": pub.shots,
+            "circuit_metadata": pub.circuit.metadata,
+            "sampling": _summary(infos),
+        }
+        if self._options.return_amplitudes:
+            metadata["amplitudes"] = amplitudes.get((), {}) if pub.shape == () else amplitudes
+        return SamplerPubResult(DataBin(**meas, shape=pub.shape), metadata=metadata)
+
+    def _amplitudes(self, gc, lowered, measured: list[int], bits: np.ndarray,
+                    contractor: Contractor) -> dict:
+        """``{bitstring over all qubits (qubit 0 rightmost): amplitude}`` of the drawn rows."""
+        import qsimdist
+
+        n = gc.n_qubits
+        if lowered.dynamic or measured != list(range(n)):
+            raise InvalidInputError(
+                "return_amplitudes needs a circuit whose every qubit is measured once at the "
+                f"end (measured {len(measured)} of {n} qubits"
+                f"{', with mid-circuit measurement or reset' if lowered.dynamic else ''}); "
+                "an amplitude of a partial or non-unitary measurement is undefined"
+            )
+        rows = np.unique(bits, axis=0)
+        labels = ["".join(str(int(b)) for b in row[::-1]) for row in rows]
+        res = qsimdist.amplitudes(
+            gc, labels, dtype=contractor.dtype,
+            memory_limit="none" if contractor.limit is None else contractor.limit,
+            executor=contractor.executor, profile=self._options.profile, comm=contractor.comm)
+        return {b: complex(res.get(b)) for b in labels}
+
+
+def _pack(bits: np.ndarray, cols: list[int | None]) -> np.ndarray:
+    """Shots x bytes, big-endian, as Qiskit's BitArray holds them (``None``: a bit that reads 0)."""
+    shots = bits.shape[0]
+    k = len(cols)
+    table = np.zeros((shots, k), dtype=np.uint8)
+    for i, c in enumerate(cols):
+        if c is not None:
+            table[:, i] = bits[:, c]
+    ordered = table[:, ::-1]  # clbit k-1 first
+    pad = -k % 8
+    ordered = np.pad(ordered, ((0, 0), (pad, 0)))
+    return np.packbits(ordered, axis=-1)
+
+
+def _summary(infos: list) -> dict:
+    """One pub's sampling report: the method(s) and the totals over its parameter values."""
+    if not infos:
+        return {}
+    methods = sorted({i.method for i in infos})
+    first = infos[0].to_dict()
+    out = {
+        "method": methods[0] if len(methods) == 1 else methods,
+        "predicted_flops": float(sum(i.predicted_flops for i in infos)),
+        "contractions": sum(i.contractions for i in infos),
+        "plans_made": sum(i.plans_made for i in infos),
+        "plans_reused": sum(i.plans_reused for i in infos),
+        "measured_qubits": first["measured_qubits"],
+        "light_cone_qubits": max(i.light_cone_qubits for i in infos),
+        "dynamic": any(i.extra.get("dynamic") for i in infos),
+        "ancillas": max(i.extra.get("ancillas", 0) for i in infos),
+        "cost_note": first["cost_note"],
+    }
+    return out

@@ -1,0 +1,408 @@
+"""Exact sampling of measured qubits from a unitary circuit, by tensor-network contraction.
+
+Given a :class:`~qsimdist.frontends.GateCircuit` ``U`` (started in ``|0...0>``)
+and the qubits measured at the end, :func:`sample_bits` draws bitstrings from
+``p(x) = ||(<x|_M (x) I) U|0>||^2`` exactly, by one of three methods chosen
+from the sizes involved and reported with the predicted FLOPs of the plans it
+ran:
+
+- ``marginal``: the amplitudes of the measured qubits' backward light cone
+  (every light-cone qubit open, one contraction), squared and summed over the
+  unmeasured ones; then every shot is drawn from that distribution;
+- ``doubled-marginal``: the doubled network ``<psi|x><x|_M|psi>`` with the light
+  cone cancelled (gates outside the measured qubits' backward light cone meet
+  their adjoints and vanish), the measured qubits open as shared ket/bra
+  indices: the marginal itself, for a wide light cone but few measured qubits;
+- ``chain``: a chain of conditional marginals over groups of measured qubits.
+  Group ``j`` is drawn from ``<psi|P_prefix (x) |x><x|_g|psi>``, the prefix
+  drawn so far projected on both sides, again with only the light cone of the
+  prefix and the group. All distinct prefixes of one group go into one
+  contraction through a batch index; plans are reused for every network of the
+  same structure (new arrays in the same plan), so the path search runs once
+  per structure.
+
+Randomness: every uniform number is drawn up front from the caller's
+generator, so the same seed gives the same bitstrings whatever the executor
+or the rank count (under MPI, rank 0's bits are broadcast as well).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import check_dtype, default_memory_limit, parse_memory
+from .errors import InvalidInputError, PlanError
+from .frontends import GateCircuit, amplitude_network
+from .network import Network
+
+#: the marginal method opens at most this many light-cone qubits (2^k amplitudes)
+MARGINAL_MAX_QUBITS = 22
+#: the doubled-marginal method opens at most this many measured qubits
+DOUBLED_MAX_QUBITS = 16
+#: qubits per group of the conditional chain
+CHAIN_GROUP = 8
+#: most elements (prefixes x 2^group) one chain contraction may output
+CHAIN_MAX_OUTPUT = 1 << 20
+#: plans a Contractor keeps (least recently used dropped first)
+PLAN_CACHE_SIZE = 128
+METHODS = ("auto", "marginal", "doubled-marginal", "chain")
+
+
+@dataclass
+class ContractionStats:
+    """What a :class:`Contractor` did (``predicted_flops`` comes from the plans' cost model)."""
+
+    contractions: int = 0
+    plans_made: int = 0
+    plans_reused: int = 0
+    predicted_flops: float = 0.0
+    peak_bytes: int = 0
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class Contractor:
+    """Contracts networks through cached plans: one path search per network structure.
+
+    Args:
+        dtype: ``complex64`` or ``complex128``.
+        memory_limit: peak bytes per contraction (``"8GiB"``, an int, ``None``:
+            the machine's default, ``"none"``: unlimited).
+        executor: ``"local"`` or ``"mpi"`` (run the same calls on every rank).
+        profile: hardware profile for ``executor="mpi"`` (default ``local-cpu``).
+        comm: MPI communicator (default ``MPI.COMM_WORLD``).
+        backend: array library, ``numpy`` or ``cupy``.
+    """
+
+    def __init__(self, dtype: str = "complex64", memory_limit=None, executor: str = "local",
+                 profile=None, comm=None, backend: str = "numpy") -> None:
+        self.dtype = check_dtype(dtype)
+        if isinstance(memory_limit, str) and memory_limit.strip().lower() in ("none", "unlimited"):
+            self.limit = None
+        else:
+            self.limit = (parse_memory(memory_limit) if memory_limit is not None
+                          else default_memory_limit())
+        if executor not in ("local", "mpi"):
+            raise InvalidInputError(f"unknown executor {executor!r}; valid: local, mpi")
+        self.executor = executor
+        self.backend = backend
+        self.comm = comm
+        self.profile = None
+        if executor == "mpi":
+            from .distributed import profile_for, world
+
+            self.comm = comm if comm is not None else world()
+            self.profile = profile_for(profile or "local-cpu", self.limit)
+        self.plans: OrderedDict = OrderedDict()
+        self.stats = ContractionStats()
+
+    @property
+    def rank(self) -> int:
+        return 0 if self.comm is None else self.comm.Get_rank()
+
+    def contract(self, net: Network) -> np.ndarray:
+        """Contract ``net`` (simplified first); the result's axes follow ``net.output``."""
+        from .planner.plan import make_plan
+        from .planner.simplify import DEFAULT_SEQUENCE, simplify
+
+        net = simplify(net, DEFAULT_SEQUENCE, skip_cheap=True)
+        key = (net.inputs, net.output, tuple(sorted(net.size_dict.items())))
+        known = self.plans.get(key)
+        if known is not None:
+            self.plans.move_to_end(key)
+            plan = dataclasses.replace(known, network=net, meta=dict(net.meta))
+            self.stats.plans_reused += 1
+        elif self.executor == "mpi":
+            from .distributed import distribute, plan_on_root
+
+            def build(net=net):
+                one = make_plan(net, dtype=self.dtype, memory_limit=None)
+                return distribute(one, self.profile, self.comm.Get_size())
+
+            plan = plan_on_root(build, self.comm)
+            self._keep(key, plan)
+        else:
+            plan = make_plan(net, dtype=self.dtype, memory_limit=self.limit)
+            self._keep(key, plan)
+        options: dict = {}
+        if self.executor == "mpi":
+            options = {"comm": self.comm, "memory_limit": self.limit}
+        out = plan.execute(backend=self.backend, executor=self.executor, **options)
+        out = out.get() if hasattr(out, "get") else out
+        self.stats.contractions += 1
+        self.stats.predicted_flops += float(plan.stats.flops)
+        self.stats.peak_bytes = max(self.stats.peak_bytes, int(plan.stats.peak_bytes))
+        return np.asarray(out)
+
+    def _keep(self, key, plan) -> None:
+        self.stats.plans_made += 1
+        self.plans[key] = plan
+        while len(self.plans) > PLAN_CACHE_SIZE:
+            self.plans.popitem(last=False)
+
+
+# ---------------------------------------------------------------------- light cones
+def light_cone(circuit: GateCircuit, qubits) -> tuple[list[int], list[int]]:
+    """Gates (indices) in the backward light cone of ``qubits``, and the cone's qubits (sorted).
+
+    A gate is kept when it touches a qubit that the measured qubits or a later
+    kept gate touch; every other gate cancels against its adjoint in
+    ``<psi|O|psi>`` for any ``O`` on ``qubits``.
+    """
+    live = set(int(q) for q in qubits)
+    kept: list[int] = []
+    for k in range(len(circuit.gates) - 1, -1, -1):
+        g = circuit.gates[k]
+        if live.intersection(g.qubits):
+            kept.append(k)
+            live.update(g.qubits)
+    kept.reverse()
+    return kept, sorted(live)
+
+
+def _sub_circuit(circuit: GateCircuit, gates: list[int], qubits: list[int]) -> GateCircuit:
+    """The given gates on the given qubits, renumbered 0.. in the order of ``qubits``."""
+    where = {q: k for k, q in enumerate(qubits)}
+    sub = GateCircuit(len(qubits), name=circuit.name)
+    for k in gates:
+        g = circuit.gates[k]
+        sub.gates.append(dataclasses.replace(g, qubits=tuple(where[q] for q in g.qubits)))
+    return sub
+
+
+def doubled_network(circuit: GateCircuit, open_qubits: list[int], fixed_qubits: list[int] = (),
+                    prefixes: np.ndarray | None = None) -> Network:
+    """``<psi| P |psi>`` with the light cone cancelled.
+
+    ``P`` keeps the ``open_qubits`` open (ket and bra share one index per
+    qubit, which is an output index, in the given order), projects
+    ``fixed_qubits`` on ``prefixes`` (an ``S x len(fixed_qubits)`` 0/1 array:
+    row ``s`` is one prefix; the output then starts with a batch index of size
+    ``S``) and traces every other light-cone qubit. The result is real and
+    non-negative up to rounding: ``out[s, x] = p(prefix_s, x)``.
+    """
+    measured = list(open_qubits) + list(fixed_qubits)
+    gates, cone = light_cone(circuit, measured)
+    inputs: list[tuple[str, ...]] = []
+    arrays: list[np.ndarray] = []
+    size_dict: dict[str, int] = {}
+    ket0 = np.array([1.0, 0.0], dtype=complex)
+    for side, conj in (("k", False), ("b", True)):
+        wire = {q: f"{side}{q}.0" for q in cone}
+        layer = dict.fromkeys(cone, 0)
+        for q in cone:
+            inputs.append((wire[q],))
+            arrays.append(ket0.copy())
+        for k in gates:
+            g = circuit.gates[k]
+            outs = []
+            for q in g.qubits:
+                layer[q] += 1
+                outs.append(f"{side}{q}.{layer[q]}")
+            inputs.append((*outs, *(wire[q] for q in g.qubits)))
+            m = g.matrix.conj() if conj else g.matrix
+            arrays.append(m.reshape((2,) * (2 * len(g.qubits))))
+            for q, o in zip(g.qubits, outs):
+                wire[q] = o
+        # the last index of every wire is shared by ket and bra: rename it
+        final = {wire[q]: f"m{q}" for q in cone}
+        start = len(inputs) - len(gates) - len(cone)
+        for t in range(start, len(inputs)):
+            inputs[t] = tuple(final.get(i, i) for i in inputs[t])
+    for term in inputs:
+        for i in term:
+            size_dict[i] = 2
+    output = tuple(f"m{q}" for q in open_qubits)
+    if fixed_qubits:
+        if prefixes is None:
+            raise InvalidInputError("fixed qubits need prefixes (one row of bits per prefix)")
+        prefixes = np.asarray(prefixes, dtype=np.int64).reshape(-1, len(fixed_qubits))
+        size_dict["s"] = prefixes.shape[0]
+        for j, q in enumerate(fixed_qubits):
+            onehot = np.zeros((prefixes.shape[0], 2), dtype=complex)
+            onehot[np.arange(prefixes.shape[0]), prefixes[:, j]] = 1.0
+            inputs.append(("s", f"m{q}"))
+            arrays.append(onehot)
+        output = ("s", *output)
+    return Network(inputs, output, size_dict, arrays, meta={"name": circuit.name})
+
+
+# ---------------------------------------------------------------------- sampling
+@dataclass
+class SampleInfo:
+    """How a sample was drawn: the method, its predicted cost and the contractions run."""
+
+    method: str
+    measured_qubits: int
+    light_cone_qubits: int
+    predicted_flops: float = 0.0
+    contractions: int = 0
+    plans_made: int = 0
+    plans_reused: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = {k: v for k, v in self.__dict__.items() if k != "extra"}
+        out.update(self.extra)
+        out["cost_note"] = "predicted_flops: the plans' cost model (predicted), not measured"
+        return out
+
+
+def choose_method(circuit: GateCircuit, measured: list[int]) -> tuple[str, dict]:
+    """The cheapest method by predicted work, and the numbers it was chosen on.
+
+    The marginal method costs about ``2^c`` amplitudes (``c`` light-cone
+    qubits) times the gates; the doubled marginal about ``2^m`` outputs of a
+    network twice the light cone's size; the chain ``shots``-independent
+    groups of ``2^group`` outputs per distinct prefix. The first two are
+    refused beyond :data:`MARGINAL_MAX_QUBITS` / :data:`DOUBLED_MAX_QUBITS`.
+    """
+    gates, cone = light_cone(circuit, measured)
+    c, m = len(cone), len(measured)
+    work = 1.0 + sum(2 ** len(circuit.gates[k].qubits) for k in gates)
+    predicted = {
+        "marginal": 8.0 * 2.0**c * work if c <= MARGINAL_MAX_QUBITS else math.inf,
+        "doubled-marginal": 16.0 * 2.0**m * work if m <= DOUBLED_MAX_QUBITS else math.inf,
+    }
+    if c > MARGINAL_MAX_QUBITS and m > DOUBLED_MAX_QUBITS:
+        return "chain", {"light_cone_qubits": c}
+    # the amplitude marginal is one plain contraction; prefer it on ties
+    method = min(("marginal", "doubled-marginal"), key=lambda k: (predicted[k], k != "marginal"))
+    return method, {"light_cone_qubits": c}
+
+
+def _draw(p: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Indices drawn from the unnormalised, rounding-noisy distribution ``p`` by uniforms ``u``."""
+    p = np.clip(np.asarray(p, dtype=np.float64).real, 0.0, None).ravel()
+    cdf = np.cumsum(p)
+    total = cdf[-1]
+    if not np.isfinite(total) or total <= 0.0:
+        raise PlanError(f"the marginal distribution sums to {total}; cannot sample from it")
+    idx = np.searchsorted(cdf, u * total, side="right")
+    return np.minimum(idx, p.size - 1)
+
+
+def _index_bits(idx: np.ndarray, width: int) -> np.ndarray:
+    """Rows of ``width`` bits, the first column the most significant bit of ``idx``."""
+    shifts = np.arange(width - 1, -1, -1, dtype=np.int64)
+    return ((idx[:, None] >> shifts[None, :]) & 1).astype(np.uint8)
+
+
+def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
+                rng: np.random.Generator, contractor: Contractor,
+                method: str = "auto") -> tuple[np.ndarray, SampleInfo, dict]:
+    """Draw ``shots`` bitstrings of the ``measured`` qubits of ``U|0>``.
+
+    Returns ``(bits, info, probabilities)``: ``bits`` is ``shots x len(measured)``
+    (uint8, column ``j`` is qubit ``measured[j]``), ``info`` the method and its
+    predicted cost, and ``probabilities`` maps each distinct drawn row (as a
+    tuple) to its probability where the method computed it.
+    """
+    measured = [int(q) for q in measured]
+    if len(set(measured)) != len(measured):
+        raise InvalidInputError(f"measured qubits repeat: {measured}")
+    if method not in METHODS:
+        raise InvalidInputError(f"unknown sampling method {method!r}; valid: {', '.join(METHODS)}")
+    m = len(measured)
+    if m == 0 or shots == 0:
+        return np.zeros((shots, m), np.uint8), SampleInfo("none", m, 0), {}
+    chosen, notes = choose_method(circuit, measured) if method == "auto" else (method, {})
+    before = dataclasses.replace(contractor.stats)
+    if chosen == "chain":
+        bits = _sample_chain(circuit, measured, shots, rng, contractor)
+        probs: dict = {}
+    else:
+        u = rng.random(shots)
+        p = (_marginal_by_amplitudes(circuit, measured, contractor) if chosen == "marginal"
+             else _marginal_doubled(circuit, measured, contractor))
+        idx = _draw(p, u)
+        bits = _index_bits(idx, m)
+        total = float(np.clip(p, 0, None).sum())
+        probs = {tuple(int(b) for b in _index_bits(np.array([i]), m)[0]): float(p[i]) / total
+                 for i in np.unique(idx)}
+    if contractor.executor == "mpi":
+        bits = contractor.comm.bcast(bits, root=0)
+    after = contractor.stats
+    _, cone = light_cone(circuit, measured)
+    info = SampleInfo(
+        method=chosen,
+        measured_qubits=m,
+        light_cone_qubits=notes.get("light_cone_qubits", len(cone)),
+        predicted_flops=after.predicted_flops - before.predicted_flops,
+        contractions=after.contractions - before.contractions,
+        plans_made=after.plans_made - before.plans_made,
+        plans_reused=after.plans_reused - before.plans_reused,
+    )
+    return bits, info, probs
+
+
+def _marginal_by_amplitudes(circuit: GateCircuit, measured: list[int],
+                            contractor: Contractor) -> np.ndarray:
+    """``p`` over ``measured`` (first the most significant), from the light cone's amplitudes."""
+    gates, cone = light_cone(circuit, measured)
+    sub = _sub_circuit(circuit, gates, cone)
+    n = len(cone)
+    amps = contractor.contract(amplitude_network(sub, "*" * n))
+    probs = (np.abs(np.asarray(amps, dtype=np.complex128)) ** 2).reshape((2,) * n)
+    # axis j of the amplitudes is sub-qubit n-1-j; keep the measured ones in the asked order
+    axis_of = {cone[n - 1 - j]: j for j in range(n)}
+    keep = [axis_of[q] for q in measured]
+    summed = tuple(j for j in range(n) if j not in keep)
+    probs = probs.sum(axis=summed) if summed else probs
+    remaining = sorted(keep)
+    probs = np.transpose(probs, [remaining.index(a) for a in keep])
+    return probs.reshape(-1)
+
+
+def _marginal_doubled(circuit: GateCircuit, measured: list[int],
+                      contractor: Contractor) -> np.ndarray:
+    out = contractor.contract(doubled_network(circuit, measured))
+    return np.asarray(out).real.reshape(-1)
+
+
+def _bucket(n: int) -> int:
+    """``n`` rounded up to a power of two (batch sizes share plans)."""
+    return 1 << max(0, int(n - 1).bit_length())
+
+
+def _sample_chain(circuit: GateCircuit, measured: list[int], shots: int,
+                  rng: np.random.Generator, contractor: Contractor) -> np.ndarray:
+    m = len(measured)
+    groups = [measured[a:a + CHAIN_GROUP] for a in range(0, m, CHAIN_GROUP)]
+    u = rng.random((shots, len(groups)))
+    bits = np.zeros((shots, m), dtype=np.uint8)
+    done = 0
+    for j, group in enumerate(groups):
+        g = len(group)
+        prefix_qubits = measured[:done]
+        if done:
+            rows, inverse = np.unique(bits[:, :done], axis=0, return_inverse=True)
+            inverse = np.asarray(inverse).reshape(-1)
+        else:
+            rows, inverse = np.zeros((1, 0), np.uint8), np.zeros(shots, np.int64)
+        per_call = max(1, CHAIN_MAX_OUTPUT >> g)
+        cond = np.empty((rows.shape[0], 1 << g))
+        for a in range(0, rows.shape[0], per_call):
+            chunk = rows[a:a + per_call]
+            if done:
+                size = _bucket(chunk.shape[0])
+                padded = np.concatenate([chunk, np.repeat(chunk[:1], size - chunk.shape[0], 0)])
+                out = contractor.contract(doubled_network(circuit, group, prefix_qubits, padded))
+                cond[a:a + chunk.shape[0]] = np.asarray(out).real.reshape(size, -1)[:chunk.shape[0]]
+            else:
+                out = contractor.contract(doubled_network(circuit, group))
+                cond[0] = np.asarray(out).real.reshape(-1)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(rows.shape[0] + 1))
+        for r in range(rows.shape[0]):
+            who = order[bounds[r]:bounds[r + 1]]
+            idx = _draw(cond[r], u[who, j])
+            bits[who, done:done + g] = _index_bits(idx, g)
+        done += g
+    return bits
