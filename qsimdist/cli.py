@@ -502,6 +502,11 @@ def calibrate(
     typer.echo(f"written to {output}")
 
 
+from .qiskit.expect_command import expect as _expect  # noqa: E402
+
+app.command(name="expect")(_expect)
+
+
 def _under_mpi() -> bool:
     """Started by mpiexec with more than one rank."""
     from .executors.mpi import launched_under_mpi
