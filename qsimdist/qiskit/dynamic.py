@@ -91,12 +91,21 @@ class _Lowering:
         controlled = gate.control(len(controls), ctrl_state=ctrl_state)
         self.ops.append((controlled, tuple(q for q, _ in controls) + tuple(qubits)))
 
+    def copy(self, source: int, target: int, controls: list[tuple[int, int]]) -> None:
+        """``target ^= source`` where ``controls`` hold (the source may be one of them)."""
+        from qiskit.circuit.library import CXGate
+
+        wanted = dict(controls).get(source)
+        if wanted == 0:  # the copy acts only where the source is 1: never
+            return
+        self.emit(CXGate(), [source, target], [(q, v) for q, v in controls if q != source])
+
     # ----------------------------------------------------------------- walking
     def walk(self, circuit, qmap: list[int], cmap: list[int],
              controls: list[tuple[int, int]], top: bool) -> None:
         """Rewrite ``circuit`` whose qubit i is logical ``qmap[i]`` and clbit j is ``cmap[j]``."""
         from qiskit.circuit import BoxOp, ControlFlowOp, Gate, IfElseOp
-        from qiskit.circuit.library import CXGate, SwapGate
+        from qiskit.circuit.library import SwapGate
 
         for pos, inst in enumerate(circuit.data):
             op = inst.operation
@@ -117,9 +126,9 @@ class _Lowering:
                 old = self.sources[clbit]
                 if controls and old is not None:
                     # anc = old where the condition fails, the measured value where it holds
-                    self.emit(CXGate(), [old, anc], [])
-                    self.emit(CXGate(), [old, anc], controls)
-                self.emit(CXGate(), [self.wire[logical], anc], controls)
+                    self.copy(old, anc, [])
+                    self.copy(old, anc, controls)
+                self.copy(self.wire[logical], anc, controls)
                 self.sources[clbit] = anc
                 continue
             if name == "reset":
