@@ -506,6 +506,16 @@ from .qiskit.expect_command import expect as _expect  # noqa: E402
 
 app.command(name="expect")(_expect)
 
+from .contract_command import contract_command as _contract_command  # noqa: E402
+
+app.command(name="contract")(_contract_command)
+
+from .bench.command import bench as _bench  # noqa: E402
+from .bench.command import bench_report as _bench_report  # noqa: E402
+
+app.command(name="bench")(_bench)
+app.command(name="bench-report")(_bench_report)
+
 
 def _under_mpi() -> bool:
     """Started by mpiexec with more than one rank."""

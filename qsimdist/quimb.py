@@ -1,0 +1,679 @@
+"""quimb networks contracted by qsimdist: :func:`contract`, the :func:`use` hook, PEPS helpers.
+
+* :func:`contract` takes a quimb ``TensorNetwork`` (or ``Tensor``, or a list of
+  tensors) and returns what ``tn.contract(all, output_inds=...)`` returns — a
+  scalar, or a quimb ``Tensor`` with ``output_inds`` in that order — with the
+  path, slicing and layouts planned by qsimdist and the plan run by its
+  executors. Hyper-indices (an index on three or more tensors) are allowed;
+  as in quimb, a network with hyper-indices needs ``output_inds``.
+* :func:`use` is a context manager inside which quimb's own contractions
+  (``tn.contract(all)``, ``tn ^ all``, ``tensor_contract``, ``t1 @ t2``) run
+  through qsimdist. quimb funnels every such call through the name
+  ``array_contract`` in ``quimb.tensor.tensor_core``; :func:`use` rebinds
+  that name on entry and restores it on exit, even when the body raises.
+  Calls qsimdist cannot take (arrays other than NumPy's, ``backend=`` other
+  than numpy, extra cotengra keywords, no explicit output) go to quimb's own
+  function unchanged; :attr:`HookStats.fallbacks` counts them.
+* :func:`peps_norm` and :func:`peps_local_expectation`: exact norm and local
+  expectation values of a quimb ``PEPS`` (any size and bond dimension), the
+  networks built with quimb's own ``make_norm`` / ``gate`` / ``make_overlap``.
+
+Under ``mpiexec`` with ``executor="mpi"`` (or a ``profile`` given), the plan is
+made once on rank 0 for all ranks and run distributed; every rank must make
+the same calls in the same order and gets the whole result.
+
+This module is named ``quimb``; the real quimb is imported inside functions
+with absolute imports (``import quimb.tensor``), which never resolve here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import InvalidInputError, MissingDependencyError, shorten
+from .network import Network
+from .planner.path import PathOptions
+
+if TYPE_CHECKING:
+    from .planner.plan import Plan
+
+#: dtypes a contraction may ask for; real ones compute in the matching complex dtype
+DTYPES = ("complex64", "complex128", "float32", "float64")
+_COMPUTE = {"complex64": "complex64", "complex128": "complex128",
+            "float32": "complex64", "float64": "complex128"}
+EXECUTORS = ("local", "mpi")
+#: quimb's rule for turning a complex scalar result real (``quimb.core.realify_scalar``)
+_IMAG_TOL = 1e-12
+
+
+def _quimb_tensor():
+    """The real ``quimb.tensor`` (absolute import), or a MissingDependencyError."""
+    from ._optional import require
+
+    return require("quimb.tensor")
+
+
+# ------------------------------------------------------------------ options
+@dataclass(frozen=True)
+class ContractOptions:
+    """How :func:`contract` and :func:`use` plan and run a contraction.
+
+    Attributes:
+        dtype: ``complex64``, ``complex128``, ``float32`` or ``float64``; ``None``
+            (default) follows the network's own arrays. The executors compute in
+            complex; a real dtype (or real inputs with ``dtype=None``) computes in
+            the complex dtype of the same precision and returns the real part.
+            Integer or boolean inputs are contracted in complex128 and returned
+            as float64.
+        memory_limit: peak bytes (``"8GiB"``, ``2e9``); slices to fit. ``None``:
+            80% of the memory available now; ``"none"``: no slicing (bounded by
+            physical memory + swap). Under MPI: the limit per rank.
+        simplify_sequence: quimb simplification letters applied first (``""``:
+            none; output indices are always kept).
+        path_options: :class:`~qsimdist.PathOptions` or a dict of its fields.
+        max_time, max_repeats: path-search budget (override ``path_options``).
+        executor: ``"local"``, ``"mpi"``, or ``None``: ``"mpi"`` when a
+            ``profile`` or ``comm`` is given, else ``"local"``.
+        profile: hardware profile the distributed plan is made for (default
+            ``"local-cpu"`` under ``executor="mpi"``).
+        comm: MPI communicator (default ``MPI.COMM_WORLD``).
+        backend: array library, ``"numpy"`` or ``"cupy"``.
+    """
+
+    dtype: str | None = None
+    memory_limit: str | int | float | None = None
+    simplify_sequence: str = ""
+    path_options: PathOptions | dict | None = None
+    max_time: float | None = None
+    max_repeats: int | None = None
+    executor: str | None = None
+    profile: Any = None
+    comm: Any = None
+    backend: str = "numpy"
+
+    def __post_init__(self) -> None:
+        if self.dtype is not None:
+            name = _dtype_name(self.dtype)
+            if name not in DTYPES:
+                raise InvalidInputError(
+                    f"unknown dtype {shorten(str(self.dtype))}; valid: {', '.join(DTYPES)}"
+                )
+            object.__setattr__(self, "dtype", name)
+        if self.executor is not None and self.executor not in EXECUTORS:
+            raise InvalidInputError(
+                f"unknown executor {shorten(self.executor)}; valid: {', '.join(EXECUTORS)}"
+            )
+        if self.backend not in ("numpy", "cupy"):
+            raise InvalidInputError(f"unknown backend {shorten(self.backend)}; valid: numpy, cupy")
+        if not isinstance(self.simplify_sequence, str):
+            raise InvalidInputError(
+                f"simplify_sequence must be a string of quimb's letters, got "
+                f"{shorten(self.simplify_sequence)}"
+            )
+        if isinstance(self.path_options, dict):
+            try:
+                object.__setattr__(self, "path_options", PathOptions(**self.path_options))
+            except TypeError as exc:
+                valid = ", ".join(f.name for f in dataclasses.fields(PathOptions))
+                raise InvalidInputError(f"bad path_options ({exc}); valid keys: {valid}") from None
+        elif self.path_options is not None and not isinstance(self.path_options, PathOptions):
+            raise InvalidInputError(
+                f"path_options must be a PathOptions or a dict, got "
+                f"{type(self.path_options).__name__}"
+            )
+        self.resolved_memory_limit()  # refuse an unreadable size now, not after planning
+
+    @classmethod
+    def coerce(cls, options: ContractOptions | dict | None = None, **extra: Any) -> ContractOptions:
+        """Options from a ``ContractOptions``, a dict and/or keywords (keywords win)."""
+        if isinstance(options, ContractOptions):
+            if not extra:
+                return options
+            base = {f.name: getattr(options, f.name) for f in dataclasses.fields(cls)}
+        elif options is None:
+            base = {}
+        elif isinstance(options, dict):
+            base = dict(options)
+        else:
+            raise InvalidInputError(
+                f"options must be a dict or ContractOptions, got {type(options).__name__}"
+            )
+        base.update(extra)
+        valid = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(base) - set(valid))
+        if unknown:
+            raise InvalidInputError(
+                f"unknown option {shorten(unknown[0])}; valid: {', '.join(valid)}"
+            )
+        return cls(**base)
+
+    def resolved_memory_limit(self) -> int | None:
+        """Bytes allowed (``None``: no limit), from :attr:`memory_limit`."""
+        from .config import default_memory_limit, parse_memory
+
+        value = self.memory_limit
+        if isinstance(value, str) and value.strip().lower() in ("none", "unlimited"):
+            return None
+        return parse_memory(value) if value is not None else default_memory_limit()
+
+    def resolved_path_options(self) -> PathOptions:
+        opts = self.path_options if isinstance(self.path_options, PathOptions) else PathOptions()
+        if self.max_time is not None or self.max_repeats is not None:
+            opts = dataclasses.replace(
+                opts,
+                max_time=self.max_time if self.max_time is not None else opts.max_time,
+                max_repeats=self.max_repeats if self.max_repeats is not None else opts.max_repeats,
+            )
+        return opts
+
+    def resolved_executor(self) -> str:
+        if self.executor is not None:
+            return self.executor
+        return "mpi" if (self.profile is not None or self.comm is not None) else "local"
+
+
+def _dtype_name(dtype: Any) -> str:
+    try:
+        return np.dtype(dtype).name
+    except (TypeError, ValueError, SyntaxError):
+        return str(dtype)
+
+
+# ------------------------------------------------------- arrays -> Network
+@dataclass
+class PreparedNetwork:
+    """A contraction as a qsimdist :class:`Network`, with what is needed to give the result back.
+
+    Attributes:
+        network: the IR (index names are strings).
+        output: the caller's output indices, in order (their original objects).
+        compute_dtype: the complex dtype the plan runs in.
+        result_dtype: the dtype of the returned values.
+    """
+
+    network: Network
+    output: tuple
+    compute_dtype: str
+    result_dtype: str
+
+
+def _diagonal(arr: np.ndarray, term: tuple) -> tuple[np.ndarray, tuple]:
+    """A tensor whose index list repeats an index, reduced to its diagonal (einsum's meaning)."""
+    unique = tuple(dict.fromkeys(term))
+    if len(unique) == len(term):
+        return arr, term
+    ids = {ix: k for k, ix in enumerate(unique)}
+    return np.einsum(arr, [ids[ix] for ix in term], [ids[ix] for ix in unique]), unique
+
+
+def _index_names(inputs: Sequence[tuple], output: tuple) -> dict:
+    """Original index -> string name for the IR (strings kept as they are when all are strings)."""
+    seen = dict.fromkeys(ix for term in (*inputs, output) for ix in term)
+    if all(isinstance(ix, str) for ix in seen):
+        return {ix: ix for ix in seen}
+    return {ix: f"i{k}" for k, ix in enumerate(seen)}
+
+
+def default_output(inputs: Sequence[tuple]) -> tuple:
+    """quimb's default output: indices on exactly one tensor, in order of first appearance.
+
+    Raises:
+        InvalidInputError: an index on three or more tensors (a hyper-index),
+            for which quimb, too, needs explicit ``output_inds``.
+    """
+    count: dict = {}
+    for term in inputs:
+        for ix in dict.fromkeys(term):
+            count[ix] = count.get(ix, 0) + 1
+    hyper = [ix for ix, c in count.items() if c > 2]
+    if hyper:
+        raise InvalidInputError(
+            f"index {shorten(hyper[0])} appears on {count[hyper[0]]} tensors (a hyper-index); "
+            "pass output_inds=... to say which indices to keep (() for a scalar)"
+        )
+    return tuple(ix for ix, c in count.items() if c == 1)
+
+
+def prepare(arrays: Sequence[Any], inputs: Sequence[Sequence[Any]], output: Sequence[Any] | None,
+            dtype: str | None = None) -> PreparedNetwork:
+    """Check a contraction given as arrays and index lists and turn it into a Network.
+
+    Args:
+        arrays: one array per tensor (anything ``numpy.asarray`` takes).
+        inputs: the indices of each tensor (any hashable; repeated indices on
+            one tensor mean its diagonal, as in einsum).
+        output: indices to keep, in order; ``None`` for quimb's default.
+        dtype: see :class:`ContractOptions`.
+
+    Raises:
+        InvalidInputError: no tensors, an array whose rank or extents disagree
+            with its indices or with another tensor's, a bad output index, or a
+            real ``dtype`` asked for complex inputs.
+    """
+    if len(arrays) == 0:
+        raise InvalidInputError("the network has no tensors; nothing to contract")
+    if len(arrays) != len(inputs):
+        raise InvalidInputError(f"{len(arrays)} arrays given for {len(inputs)} index lists")
+    terms = [tuple(term) for term in inputs]
+    arrs = []
+    for k, (a, term) in enumerate(zip(arrays, terms)):
+        a = np.asarray(a)
+        if a.dtype.kind not in "biufc":
+            raise InvalidInputError(f"tensor {k} has dtype {a.dtype}; valid: numbers")
+        if a.ndim != len(term):
+            raise InvalidInputError(
+                f"tensor {k} has {a.ndim} axes but {len(term)} indices {shorten(term)}"
+            )
+        arrs.append(a)
+    size: dict = {}
+    for k, (a, term) in enumerate(zip(arrs, terms)):
+        for ix, d in zip(term, a.shape):
+            if size.setdefault(ix, (d, k))[0] != d:
+                raise InvalidInputError(
+                    f"index {shorten(ix)} has size {size[ix][0]} on tensor {size[ix][1]} but "
+                    f"{d} on tensor {k}; an index must have one size everywhere"
+                )
+    reduced = [_diagonal(a, term) for a, term in zip(arrs, terms)]
+    out = default_output([t for _, t in reduced]) if output is None else tuple(output)
+    for ix in out:
+        if ix not in size:
+            raise InvalidInputError(f"output index {shorten(ix)} is on no tensor")
+    if len(set(out)) != len(out):
+        raise InvalidInputError(f"output_inds repeats an index: {shorten(out)}")
+
+    in_dtype = np.result_type(*arrs)
+    if dtype is None:
+        if in_dtype.kind == "c":
+            result = "complex64" if in_dtype.itemsize <= 8 else "complex128"
+        elif in_dtype == np.float32:
+            result = "float32"
+        else:
+            result = "float64"
+    else:
+        result = dtype
+        if result.startswith("float") and in_dtype.kind == "c":
+            raise InvalidInputError(
+                f"dtype {result} asked for, but the network has complex arrays ({in_dtype}); "
+                "use complex64 or complex128"
+            )
+    names = _index_names([t for _, t in reduced], out)
+    net = Network(
+        [tuple(names[ix] for ix in t) for _, t in reduced],
+        tuple(names[ix] for ix in out),
+        {names[ix]: d for ix, (d, _) in size.items() if ix in names},
+        [a for a, _ in reduced],
+    )
+    return PreparedNetwork(net, out, _COMPUTE[result], result)
+
+
+# ------------------------------------------------------------ contraction
+_STATE = threading.local()
+
+
+@contextlib.contextmanager
+def _inside_qsimdist() -> Iterator[None]:
+    """Mark this thread as running qsimdist (quimb calls made meanwhile are not re-routed)."""
+    depth = getattr(_STATE, "depth", 0)
+    _STATE.depth = depth + 1
+    try:
+        yield
+    finally:
+        _STATE.depth = depth
+
+
+def run_network(net: Network, options: ContractOptions,
+                compute_dtype: str) -> tuple[np.ndarray, Plan]:
+    """Plan and execute ``net`` (its arrays) with qsimdist; the result (NumPy) and the plan.
+
+    Single process with ``executor="local"``; with ``"mpi"`` the plan is made
+    once on rank 0 for the ranks of ``comm`` and the hardware ``profile``,
+    broadcast, and run distributed (every rank returns the whole result).
+    """
+    from .api import check_plan_fits
+    from .planner.plan import make_plan
+    from .planner.simplify import simplify
+
+    limit = options.resolved_memory_limit()
+    popts = options.resolved_path_options()
+    with _inside_qsimdist():
+        if options.simplify_sequence:
+            net = simplify(net, options.simplify_sequence)
+        if options.resolved_executor() == "local":
+            plan = make_plan(net, dtype=compute_dtype, memory_limit=limit, path_options=popts)
+            check_plan_fits(plan, limit if limit is not None else "none")
+            out = plan.execute(backend=options.backend)
+        else:
+            from .distributed import distribute, plan_on_root, profile_for, world
+
+            comm = options.comm if options.comm is not None else world()
+            prof = profile_for(options.profile or "local-cpu", limit)
+
+            def build():
+                one = make_plan(net, dtype=compute_dtype, memory_limit=None, path_options=popts)
+                return distribute(one, prof, comm.Get_size())
+
+            plan = plan_on_root(build, comm)
+            out = plan.execute(backend=options.backend, executor="mpi", comm=comm,
+                               memory_limit=limit)
+    out = out.get() if hasattr(out, "get") else out
+    shape = tuple(net.size_dict[i] for i in net.output)
+    return np.asarray(out).reshape(shape), plan
+
+
+def finish(values: np.ndarray, prepared: PreparedNetwork) -> np.ndarray:
+    """Values computed in ``prepared.compute_dtype`` as ``prepared.result_dtype``."""
+    if prepared.result_dtype.startswith("float"):
+        return values.real.astype(prepared.result_dtype)  # a copy, 0-d stays 0-d
+    return values.astype(prepared.result_dtype, copy=False)
+
+
+def contract_arrays(arrays: Sequence[Any], inputs: Sequence[Sequence[Any]],
+                    output: Sequence[Any] | None = None,
+                    options: ContractOptions | dict | None = None, **kw: Any) -> np.ndarray:
+    """Contract arrays with index lists (cotengra's ``array_contract`` form) through qsimdist.
+
+    Returns an array whose axes follow ``output`` (quimb's default output when
+    ``None``). ``options``/keywords: see :class:`ContractOptions`.
+    """
+    opts = ContractOptions.coerce(options, **kw)
+    prepared = prepare(arrays, inputs, output, opts.dtype)
+    values, _ = run_network(prepared.network, opts, prepared.compute_dtype)
+    return finish(values, prepared)
+
+
+def _tensors_of(tn) -> tuple[list, float]:
+    """The tensors of a quimb network, tensor or sequence of tensors, and the network's exponent."""
+    qtn = _quimb_tensor()
+    if isinstance(tn, qtn.TensorNetwork):
+        return list(tn.tensor_map.values()), float(getattr(tn, "exponent", 0.0) or 0.0)
+    if isinstance(tn, qtn.Tensor):
+        return [tn], 0.0
+    if isinstance(tn, (list, tuple)) and all(isinstance(t, qtn.Tensor) for t in tn):
+        return list(tn), 0.0
+    raise InvalidInputError(
+        f"cannot contract an object of type {type(tn).__name__}; valid: a quimb TensorNetwork, "
+        "a quimb Tensor or a list of quimb Tensors"
+    )
+
+
+def _as_scalar(value: np.ndarray):
+    """quimb's scalar result: a Python number, made real when the imaginary part is negligible."""
+    x = value.item()
+    if isinstance(x, complex) and abs(x.imag) < abs(x.real) * _IMAG_TOL:
+        return x.real
+    return x
+
+
+def contract(tn, output_inds: Sequence[str] | None = None, *, preserve_tensor: bool = False,
+             options: ContractOptions | dict | None = None, **kw: Any):
+    """Contract a quimb network with qsimdist; returns what ``tn.contract(all, ...)`` returns.
+
+    Args:
+        tn: a quimb ``TensorNetwork``, ``Tensor`` or list of ``Tensor``.
+        output_inds: indices to keep, in this order. ``None``: indices on
+            exactly one tensor, in order of appearance (quimb's default); a
+            network with hyper-indices needs them given (``()`` for a scalar).
+        preserve_tensor: return a ``Tensor`` even for a scalar result.
+        options, kw: see :class:`ContractOptions` (``dtype``, ``memory_limit``,
+            ``path_options``, ``max_time``, ``executor``, ``profile``, ``comm``, ...).
+
+    Returns:
+        A Python scalar (real when quimb's would be), or a quimb ``Tensor``
+        with indices ``output_inds`` and the union of the tensors' tags.
+        The network's ``exponent`` is folded into the result, as quimb does.
+    """
+    qtn = _quimb_tensor()
+    opts = ContractOptions.coerce(options, **kw)
+    tensors, exponent = _tensors_of(tn)
+    prepared = prepare([t.data for t in tensors], [t.inds for t in tensors], output_inds,
+                       opts.dtype)
+    values, _ = run_network(prepared.network, opts, prepared.compute_dtype)
+    values = finish(values, prepared)
+    if exponent:
+        values = values * 10.0**exponent
+    if not prepared.output and not preserve_tensor:
+        return _as_scalar(values)
+    tags = {}
+    for t in tensors:
+        tags.update(dict.fromkeys(t.tags))
+    return qtn.Tensor(data=values, inds=prepared.output, tags=tuple(tags))
+
+
+# ------------------------------------------------------------------ hook
+@dataclass
+class HookStats:
+    """What the :func:`use` hook did: contractions qsimdist ran and calls left to quimb."""
+
+    routed: int = 0
+    fallbacks: int = 0
+    fallback_reasons: dict = field(default_factory=dict)
+
+    def _fallback(self, reason: str) -> None:
+        self.fallbacks += 1
+        self.fallback_reasons[reason] = self.fallback_reasons.get(reason, 0) + 1
+
+
+class _Hook:
+    """The installed replacement of ``quimb.tensor.tensor_core.array_contract`` and its stack."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.stack: list[tuple[ContractOptions, HookStats]] = []
+        self.original = None
+        self.module = None
+
+    def __call__(self, arrays, inputs, output=None, optimize=None, backend=None,
+                 strip_exponent=False, check_zero=False, **kwargs):
+        original = self.original
+        with self.lock:
+            top = self.stack[-1] if self.stack else None
+        reason = self._refusal(top, arrays, output, backend, kwargs)
+        if reason is not None:
+            if top is not None:
+                top[1]._fallback(reason)
+            return original(arrays, inputs, output, optimize=optimize, backend=backend,
+                            strip_exponent=strip_exponent, check_zero=check_zero, **kwargs)
+        opts, stats = top
+        values = contract_arrays(arrays, inputs, output, opts)
+        stats.routed += 1
+        if not strip_exponent:
+            return values
+        scale = float(np.max(np.abs(values))) if values.size else 0.0
+        if scale == 0.0 or not math.isfinite(scale):
+            return values, 0.0
+        return values / scale, math.log10(scale)
+
+    @staticmethod
+    def _refusal(top, arrays, output, backend, kwargs) -> str | None:
+        if top is None:
+            return "hook not active"
+        if getattr(_STATE, "depth", 0):
+            return "called from inside qsimdist"
+        if kwargs:
+            return f"cotengra keywords {sorted(kwargs)}"
+        if output is None:
+            return "no explicit output"
+        if backend not in (None, "numpy"):
+            return f"backend {backend!r}"
+        if not arrays or not all(type(a) is np.ndarray for a in arrays):
+            return "arrays other than numpy's"
+        return None
+
+
+_HOOK = _Hook()
+
+
+def _tensor_core():
+    qtn = _quimb_tensor()
+    core = getattr(qtn, "tensor_core", None)
+    if core is None or not callable(getattr(core, "array_contract", None)):
+        import quimb
+
+        raise MissingDependencyError(
+            f"quimb {getattr(quimb, '__version__', '?')} has no "
+            "quimb.tensor.tensor_core.array_contract to hook; qsimdist.quimb.use() needs "
+            "quimb >= 1.8 (qsimdist.quimb.contract(tn) works with any version)"
+        )
+    return core
+
+
+@contextlib.contextmanager
+def use(options: ContractOptions | dict | None = None, **kw: Any) -> Iterator[HookStats]:
+    """Route quimb's contractions through qsimdist inside a ``with`` block.
+
+    Inside the block ``tn.contract(all, ...)``, ``tn ^ all``,
+    ``tensor_contract(...)`` and every other call quimb makes to
+    ``quimb.tensor.tensor_core.array_contract`` are planned and executed by
+    qsimdist with ``options`` (see :class:`ContractOptions`); an
+    ``optimize=`` given to quimb is ignored (qsimdist finds its own path).
+    Calls qsimdist does not take are passed to quimb unchanged (see the
+    module docstring), and so are calls qsimdist itself makes to quimb.
+
+    The hook is process-wide (it rebinds a module attribute of quimb), so
+    other threads' quimb calls are routed too while the block runs. Blocks
+    nest: the innermost block's options apply, and quimb's own function is
+    put back when the outermost block exits, also when it exits by an
+    exception. ``tn.contract()`` with the default ``tags=...`` on structured
+    networks (PEPS, MPS) follows quimb's own structured scheme, whose partial
+    contractions are routed one by one; use ``tn.contract(all)`` or
+    :func:`contract` to hand the whole network to qsimdist at once.
+
+    Yields:
+        A :class:`HookStats` counting routed and fallen-back calls of this block.
+    """
+    opts = ContractOptions.coerce(options, **kw)
+    stats = HookStats()
+    core = _tensor_core()
+    entry = (opts, stats)
+    with _HOOK.lock:
+        if not _HOOK.stack:
+            current = core.array_contract
+            if current is not _HOOK:
+                _HOOK.original = current
+                _HOOK.module = core
+                core.array_contract = _HOOK
+        _HOOK.stack.append(entry)
+    try:
+        yield stats
+    finally:
+        with _HOOK.lock:
+            for k in range(len(_HOOK.stack) - 1, -1, -1):
+                if _HOOK.stack[k] is entry:
+                    del _HOOK.stack[k]
+                    break
+            if not _HOOK.stack and _HOOK.module is not None:
+                if _HOOK.module.array_contract is _HOOK:
+                    _HOOK.module.array_contract = _HOOK.original
+                _HOOK.module = None
+
+
+def hook_active() -> bool:
+    """Whether a :func:`use` block is open (quimb's contractions go through qsimdist)."""
+    with _HOOK.lock:
+        return bool(_HOOK.stack)
+
+
+# ------------------------------------------------------------------ PEPS
+def _check_peps(peps) -> None:
+    qtn = _quimb_tensor()
+    if not isinstance(peps, qtn.TensorNetworkGenVector):
+        raise InvalidInputError(
+            f"expected a quimb PEPS (or other tensor network state), got {type(peps).__name__}"
+        )
+
+
+def peps_norm(peps, *, squared: bool = False, options: ContractOptions | dict | None = None,
+              **kw: Any) -> float:
+    """Exact norm ``sqrt(<psi|psi>)`` of a quimb ``PEPS`` (``squared=True``: ``<psi|psi>``).
+
+    The network is quimb's ``peps.make_norm()``, contracted whole by qsimdist;
+    any ``Lx``, ``Ly`` and bond dimension (planning slices to fit the memory
+    limit). Options as :func:`contract`. Equals quimb's ``peps.norm()``
+    computed by exact contraction.
+    """
+    _check_peps(peps)
+    norm_tn = peps.make_norm(layer_tags=None)
+    value = contract(norm_tn, output_inds=(), options=options, **kw)
+    value = float(np.real(value))
+    return value if squared else math.sqrt(max(value, 0.0))
+
+
+def peps_local_expectation(peps, operator, where, *, normalized: bool = True,
+                           options: ContractOptions | dict | None = None, **kw: Any):
+    """Exact ``<psi|O|psi>`` (divided by ``<psi|psi>`` when ``normalized``) for a quimb PEPS.
+
+    Args:
+        peps: a quimb ``PEPS`` (or any tensor network state quimb can ``gate``).
+        operator: the local operator, a ``(d^k, d^k)`` or ``(d,)*2k`` array.
+        where: one site ``(x, y)`` or a sequence of ``k`` sites.
+        normalized: divide by the exact ``<psi|psi>``.
+        options, kw: as :func:`contract`.
+
+    Returns:
+        A Python scalar (real when the imaginary part is negligible, as quimb's).
+
+    The network ``<psi|O|psi>`` is built with quimb's tools: ``gate(...,
+    contract=False)`` on a copy, then ``make_overlap`` with the state.
+    """
+    _check_peps(peps)
+    op = np.asarray(operator)
+    if op.dtype.kind not in "biufc":
+        raise InvalidInputError(f"operator has dtype {op.dtype}; valid: numbers")
+    sites = [where] if _is_site(where) else list(where)
+    if not sites:
+        raise InvalidInputError("where names no site; give (x, y) or a list of sites")
+    for s in sites:
+        if s not in peps.sites:
+            raise InvalidInputError(
+                f"site {shorten(s)} is not in this network; sites run over "
+                f"{shorten(tuple(peps.sites)[:4])}…"
+            )
+    d = math.prod(peps.phys_dim(s) for s in sites)
+    if op.size != d * d:
+        raise InvalidInputError(
+            f"operator has {op.size} entries but {len(sites)} site(s) of total dimension {d} "
+            f"need a ({d}, {d}) matrix"
+        )
+    try:
+        gated = peps.gate(op.reshape(d, d), sites if len(sites) > 1 else sites[0],
+                          contract=False)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InvalidInputError(f"cannot apply the operator at {shorten(where)}: {exc}") from None
+    overlap = gated.make_overlap(peps, layer_tags=None)
+    value = contract(overlap, output_inds=(), options=options, **kw)
+    if normalized:
+        value = value / peps_norm(peps, squared=True, options=options, **kw)
+    return _as_scalar(np.asarray(value))
+
+
+def _is_site(where) -> bool:
+    """One site: a tuple of integers like (x, y), or a hashable that is not a list of sites."""
+    if isinstance(where, tuple):
+        return all(isinstance(c, (int, np.integer)) for c in where)
+    return not isinstance(where, list)
+
+
+__all__ = [
+    "DTYPES",
+    "ContractOptions",
+    "HookStats",
+    "PreparedNetwork",
+    "contract",
+    "contract_arrays",
+    "default_output",
+    "finish",
+    "hook_active",
+    "peps_local_expectation",
+    "peps_norm",
+    "prepare",
+    "run_network",
+    "use",
+]
