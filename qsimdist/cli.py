@@ -511,6 +511,11 @@ from .contract_command import contract_command as _contract_command  # noqa: E40
 app.command(name="contract")(_contract_command)
 
 
+from .qiskit.cli_commands import sample as _sample  # noqa: E402
+
+app.command(name="sample")(_sample)
+
+
 def _under_mpi() -> bool:
     """Started by mpiexec with more than one rank."""
     from .executors.mpi import launched_under_mpi

@@ -186,8 +186,6 @@ class SamplerV2(BaseSamplerV2):
     def _run_pub(self, pub, rng: np.random.Generator, contractor: Contractor):
         from qiskit.primitives import BitArray, DataBin, SamplerPubResult
 
-        from ..frontends.qiskit_circuit import from_qiskit
-
         circuit = pub.circuit
         registers = list(circuit.cregs)
         bound = pub.parameter_values.bind_all(circuit)
@@ -199,21 +197,12 @@ class SamplerV2(BaseSamplerV2):
         infos = []
         amplitudes: dict = {}
         for index, one in np.ndenumerate(bound):
-            lowered = lower_circuit(one)
-            gc = from_qiskit(lowered.circuit)
-            sources = lowered.clbit_sources
-            wanted = {sources[c] for name in clbit_of for c in clbit_of[name]}
-            measured = sorted(q for q in wanted if q is not None)
-            bits, info, _ = sample_bits(gc, measured, pub.shots, rng, contractor,
-                                        self._options.method)
-            info.extra.update({"dynamic": lowered.dynamic, "ancillas": lowered.ancillas})
-            infos.append(info)
-            column = {q: k for k, q in enumerate(measured)}
+            drawn = sample_circuit(one, pub.shots, rng, contractor, self._options.method)
+            infos.append(drawn.info)
             for creg in registers:
-                cols = [sources[c] for c in clbit_of[creg.name]]
-                arrays[creg.name][index] = _pack(bits, [column.get(q) for q in cols])
+                arrays[creg.name][index] = _pack(drawn.clbits, clbit_of[creg.name])
             if self._options.return_amplitudes:
-                amplitudes[index] = self._amplitudes(gc, lowered, measured, bits, contractor)
+                amplitudes[index] = self._amplitudes(drawn, contractor)
         meas = {creg.name: BitArray(arrays[creg.name], creg.size) for creg in registers}
         metadata = {
             "shots": pub.shots,
@@ -224,11 +213,11 @@ class SamplerV2(BaseSamplerV2):
             metadata["amplitudes"] = amplitudes.get((), {}) if pub.shape == () else amplitudes
         return SamplerPubResult(DataBin(**meas, shape=pub.shape), metadata=metadata)
 
-    def _amplitudes(self, gc, lowered, measured: list[int], bits: np.ndarray,
-                    contractor: Contractor) -> dict:
+    def _amplitudes(self, drawn: DrawnSample, contractor: Contractor) -> dict:
         """``{bitstring over all qubits (qubit 0 rightmost): amplitude}`` of the drawn rows."""
         import qsimdist
 
+        gc, lowered, measured, bits = drawn.circuit, drawn.lowered, drawn.measured, drawn.bits
         n = gc.n_qubits
         if lowered.dynamic or measured != list(range(n)):
             raise InvalidInputError(
@@ -246,15 +235,50 @@ class SamplerV2(BaseSamplerV2):
         return {b: complex(res.get(b)) for b in labels}
 
 
-def _pack(bits: np.ndarray, cols: list[int | None]) -> np.ndarray:
-    """Shots x bytes, big-endian, as Qiskit's BitArray holds them (``None``: a bit that reads 0)."""
-    shots = bits.shape[0]
+@dataclass
+class DrawnSample:
+    """One circuit's shots: every clbit's value, and how they were drawn.
+
+    Attributes:
+        clbits: ``shots x num_clbits`` uint8; column ``j`` is clbit ``j``.
+        info: the sampling method and its predicted cost.
+        circuit: the unitary (lowered) circuit as a GateCircuit.
+        lowered: the deferred-measurement rewriting.
+        measured: the qubits of ``circuit`` sampled, in the columns of ``bits``.
+        bits: ``shots x len(measured)`` uint8.
+    """
+
+    clbits: np.ndarray
+    info: object
+    circuit: object
+    lowered: object
+    measured: list[int]
+    bits: np.ndarray
+
+
+def sample_circuit(circuit, shots: int, rng: np.random.Generator, contractor: Contractor,
+                   method: str = "auto") -> DrawnSample:
+    """Draw ``shots`` values of every clbit of a bound Qiskit circuit (dynamic ones included)."""
+    from ..frontends.qiskit_circuit import from_qiskit
+
+    lowered = lower_circuit(circuit)
+    gc = from_qiskit(lowered.circuit)
+    sources = lowered.clbit_sources
+    measured = sorted({q for q in sources if q is not None})
+    bits, info, _ = sample_bits(gc, measured, shots, rng, contractor, method)
+    info.extra.update({"dynamic": lowered.dynamic, "ancillas": lowered.ancillas})
+    column = {q: k for k, q in enumerate(measured)}
+    clbits = np.zeros((shots, len(sources)), dtype=np.uint8)
+    for j, q in enumerate(sources):
+        if q is not None:
+            clbits[:, j] = bits[:, column[q]]
+    return DrawnSample(clbits, info, gc, lowered, measured, bits)
+
+
+def _pack(clbits: np.ndarray, cols: list[int]) -> np.ndarray:
+    """Shots x bytes, big-endian, as Qiskit's BitArray holds a register of the given clbits."""
     k = len(cols)
-    table = np.zeros((shots, k), dtype=np.uint8)
-    for i, c in enumerate(cols):
-        if c is not None:
-            table[:, i] = bits[:, c]
-    ordered = table[:, ::-1]  # clbit k-1 first
+    ordered = clbits[:, cols[::-1]] if k else np.zeros((clbits.shape[0], 0), np.uint8)
     pad = -k % 8
     ordered = np.pad(ordered, ((0, 0), (pad, 0)))
     return np.packbits(ordered, axis=-1)
