@@ -7,8 +7,9 @@
   executors. Hyper-indices (an index on three or more tensors) are allowed;
   as in quimb, a network with hyper-indices needs ``output_inds``.
 * :func:`use` is a context manager inside which quimb's own contractions
-  (``tn.contract(all)``, ``tn ^ all``, ``tensor_contract``, ``t1 @ t2``) run
-  through qsimdist. quimb funnels every such call through the name
+  (``tn.contract(all)``, ``tn ^ all``, ``tensor_contract``) run through
+  qsimdist (``Tensor @ Tensor`` calls ``tensordot`` directly and is not
+  routed). quimb funnels every such call through the name
   ``array_contract`` in ``quimb.tensor.tensor_core``; :func:`use` rebinds
   that name on entry and restores it on exit, even when the body raises.
   Calls qsimdist cannot take (arrays other than NumPy's, ``backend=`` other
