@@ -182,17 +182,31 @@ class _GroupRunner:
         return self.local_steps[key]
 
     # -------------------------------------------------------- collectives
+    def _host_buffer(self, n_items: int) -> np.ndarray:
+        """A flat host buffer of ``n_items`` elements (from the pool when running on numpy)."""
+        return self.pool.get((n_items,)) if self.xp is np else np.empty(n_items, self.dtype)
+
+    def _release(self, *arrays) -> None:
+        """Hand host staging buffers back to the pool (numpy only; on cupy they are host copies)."""
+        if self.xp is np:
+            for a in arrays:
+                self.pool.put(a)
+
     def alltoall(self, node: int, x, old, new):
-        """Move a shard from bits ``old`` to ``new`` (Alltoallv; the kept block is copied)."""
+        """Move a shard from bits ``old`` to ``new`` (Alltoallv; the kept block is copied).
+
+        Blocks for other ranks are packed straight into one pooled send buffer
+        and unpacked straight from one pooled receive buffer: one copy each way.
+        """
         from mpi4py import MPI
 
         modes, d, me = self.modes[node], self.d, self.r
         mine_old = shard_slices(modes, self.size, old, me)
         mine_new = shard_slices(modes, self.size, new, me)
-        out = self.xp.empty(local_shape(modes, self.size, new), self.dtype)
+        out = self.pool.get(local_shape(modes, self.size, new))
         xh = self.host(x)
-        send_parts, recv_blocks = [], []
-        scounts, rcounts = [0] * d, [0] * d
+        sends, recvs = [], []
+        scount, rcount = [0] * d, [0] * d  # elements
         for p in range(d):
             give = _overlap(mine_old, shard_slices(modes, self.size, new, p), self.size, modes)
             take = _overlap(shard_slices(modes, self.size, old, p), mine_new, self.size, modes)
@@ -201,49 +215,63 @@ class _GroupRunner:
                     out[_relative(give, mine_new)] = x[_relative(give, mine_old)]
                 continue
             if give is not None:
-                part = np.ascontiguousarray(xh[_relative(give, mine_old)])
-                send_parts.append(part.reshape(-1).view(np.uint8))
-                scounts[p] = part.nbytes
+                blk = _relative(give, mine_old)
+                sends.append((p, blk))
+                scount[p] = math.prod(s.stop - s.start for s in blk)
             if take is not None:
                 blk = _relative(take, mine_new)
-                n = math.prod(s.stop - s.start for s in blk) * self.dtype.itemsize
-                recv_blocks.append((p, blk))
-                rcounts[p] = n
-        sendbuf = np.concatenate(send_parts) if send_parts else np.empty(0, np.uint8)
-        recvbuf = np.empty(sum(rcounts), np.uint8)
-        sdispl = np.concatenate([[0], np.cumsum(scounts)[:-1]]).astype(np.int64).tolist()
-        rdispl = np.concatenate([[0], np.cumsum(rcounts)[:-1]]).astype(np.int64).tolist()
-        self.group.Alltoallv([sendbuf, (scounts, sdispl), MPI.BYTE],
-                             [recvbuf, (rcounts, rdispl), MPI.BYTE])
-        for p, blk in recv_blocks:
+                recvs.append((p, blk))
+                rcount[p] = math.prod(s.stop - s.start for s in blk)
+        sdispl = [sum(scount[:p]) for p in range(d)]
+        rdispl = [sum(rcount[:p]) for p in range(d)]
+        sendbuf = self._host_buffer(sum(scount))
+        recvbuf = self._host_buffer(sum(rcount))
+        for p, blk in sends:
             shape = tuple(s.stop - s.start for s in blk)
-            chunk = recvbuf[rdispl[p]:rdispl[p] + rcounts[p]].view(self.dtype).reshape(shape)
-            out[blk] = self.device(chunk)
-        return out, sum(scounts), sum(rcounts), sendbuf.nbytes + recvbuf.nbytes + out.nbytes
+            sendbuf[sdispl[p]:sdispl[p] + scount[p]].reshape(shape)[...] = xh[blk]
+        item = self.dtype.itemsize
+        self.group.Alltoallv(
+            [sendbuf.view(np.uint8), ([c * item for c in scount], [c * item for c in sdispl]),
+             MPI.BYTE],
+            [recvbuf.view(np.uint8), ([c * item for c in rcount], [c * item for c in rdispl]),
+             MPI.BYTE])
+        for p, blk in recvs:
+            shape = tuple(s.stop - s.start for s in blk)
+            out[blk] = self.device(recvbuf[rdispl[p]:rdispl[p] + rcount[p]].reshape(shape))
+        staged = (sendbuf.nbytes + recvbuf.nbytes + out.nbytes)
+        self._release(sendbuf, recvbuf)
+        return out, sum(scount) * item, sum(rcount) * item, staged
 
     def allgather(self, node: int, x, bits):
         """The whole tensor from its shards."""
         from mpi4py import MPI
 
         xh = self.host(x)
-        recv = np.empty((self.d,) + xh.shape, self.dtype)
+        recv = self._host_buffer(self.d * xh.size)
         self.group.Allgather([xh.reshape(-1).view(np.uint8), MPI.BYTE],
-                             [recv.reshape(-1).view(np.uint8), MPI.BYTE])
-        whole = self.xp.empty(self.full_shape(node), self.dtype)
+                             [recv.view(np.uint8), MPI.BYTE])
+        recv = recv.reshape((self.d,) + xh.shape)
+        whole = self.pool.get(self.full_shape(node))
         for p in range(self.d):
             whole[shard_slices(self.modes[node], self.size, bits, p)] = self.device(recv[p])
-        return whole, xh.nbytes, xh.nbytes * (self.d - 1), recv.nbytes + whole.nbytes
+        staged = recv.nbytes + whole.nbytes
+        self._release(recv)
+        return whole, xh.nbytes, xh.nbytes * (self.d - 1), staged
 
     def allreduce(self, node: int, part, bits):
         """Sum partial results placed at each device's index range (in place)."""
         from mpi4py import MPI
 
-        whole = np.zeros(self.full_shape(node), self.dtype)
+        whole = self._host_buffer(math.prod(self.full_shape(node))).reshape(
+            self.full_shape(node))
+        whole[...] = 0
         whole[shard_slices(self.modes[node], self.size, bits, self.r)] = self.host(part)
         self.group.Allreduce(MPI.IN_PLACE, whole)
         nbytes = whole.nbytes
         wire = int(2 * nbytes * (self.d - 1) / self.d)  # a ring's volume (MPI picks its own)
-        return self.device(whole), wire, wire, whole.nbytes
+        if self.xp is np:
+            return whole, wire, wire, nbytes
+        return self.device(whole), wire, wire, nbytes
 
     # ---------------------------------------------------------------- run
     def run(self, assignment: dict[str, int], first_slice: bool):
@@ -264,6 +292,7 @@ class _GroupRunner:
             others = held_bytes
             # bytes this step holds: the operands as stored, collective buffers, local copies
             step_bytes = sum(a.nbytes for a, _ in ops.values())
+            spent = [a for a, _ in ops.values()]  # back to the pool once the step is done
             for c in rec.pre:
                 arr, bits = ops[c.operand]
                 n = node[c.operand]
@@ -272,6 +301,7 @@ class _GroupRunner:
                     self.stats.redistributions += first_slice
                 else:
                     arr2, a, b, tmp = self.allgather(n, arr, bits)
+                spent.append(arr2)
                 ops[c.operand] = (arr2, tuple(c.to_bits))
                 sent, recv, step_bytes = sent + a, recv + b, step_bytes + tmp
             cb = tuple(rec.compute_bits)
@@ -279,19 +309,25 @@ class _GroupRunner:
             for side in ("lhs", "rhs"):
                 arr, bits = ops[side]
                 if not bits and cb and any(m in self.modes[node[side]] for m, _ in cb):
-                    arr = self.xp.ascontiguousarray(
-                        arr[shard_slices(self.modes[node[side]], self.size, cb, self.r)])
+                    part = arr[shard_slices(self.modes[node[side]], self.size, cb, self.r)]
+                    arr = self.pool.get(part.shape)
+                    arr[...] = part
+                    spent.append(arr)
                     step_bytes += arr.nbytes
                 local.append(arr)
             out = run_step(self.local_step(j, cb), local[0], local[1], xp, self.pool)
             out = out.reshape(self.out_shape(j, cb))
             step_bytes += out.nbytes
             if rec.post is not None:
+                spent.append(out)
                 if rec.post.kind == "allreduce":
                     out, a, b, tmp = self.allreduce(s.out, out, cb)
                 else:
                     out, a, b, tmp = self.allgather(s.out, out, cb)
                 sent, recv, step_bytes = sent + a, recv + b, step_bytes + tmp
+            for a in spent:
+                if a is not out:
+                    self.pool.put(a)
             measured = others + step_bytes
             self.stats.peak_bytes = max(self.stats.peak_bytes, measured)
             held[s.out] = (out, tuple(rec.out_bits))
@@ -389,7 +425,11 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
         for done, s in enumerate(mine, start=1):
             root = runner.run(slice_assignment(plan, s), first_slice=done == 1)
             root = root.reshape(out_shape)
-            result = root if result is None else result + root
+            if result is None:
+                result = root
+            else:
+                result += root
+                pool.put(root)
             stats.slices += 1
             if progress is not None and rank == 0:
                 progress(done, len(mine))
