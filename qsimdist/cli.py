@@ -510,6 +510,12 @@ from .contract_command import contract_command as _contract_command  # noqa: E40
 
 app.command(name="contract")(_contract_command)
 
+from .bench.command import bench as _bench  # noqa: E402
+from .bench.command import bench_report as _bench_report  # noqa: E402
+
+app.command(name="bench")(_bench)
+app.command(name="bench-report")(_bench_report)
+
 
 from .qiskit.cli_commands import sample as _sample  # noqa: E402
 

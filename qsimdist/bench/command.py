@@ -1,0 +1,51 @@
+"""The ``qsimdist bench`` and ``qsimdist bench-report`` commands (registered in ``cli.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def bench(
+    suite: str = typer.Option(
+        "quick", "--suite", help="tiny (seconds, for tests), quick (< 10 min on 2 cores) or full."
+    ),
+    json_path: Optional[Path] = typer.Option(
+        None, "--json", help="Write every number, the command line, versions and machine here."
+    ),
+    out: Path = typer.Option(Path("docs/bench"), "--out", help="Folder for the report's PNGs."),
+    report: bool = typer.Option(
+        False, "--report", help="Regenerate the marked section of --benchmarks and the plots."
+    ),
+    benchmarks: Path = typer.Option(
+        Path("BENCHMARKS.md"), "--benchmarks", help="Markdown file whose marked section --report "
+        "replaces (text outside the markers is kept byte for byte)."
+    ),
+    data: Optional[Path] = typer.Option(
+        None, "--data", help="Reference data folder (default $QSIMDIST_SHARED_DATA or "
+        "../shared/data); comparisons needing absent files are skipped with the reason."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+) -> None:
+    """Benchmark qsimdist side by side with cotengra, quimb, Qiskit Aer and itself under MPI."""
+    from .suite import bench_command, get_suite
+
+    get_suite(suite)  # a bad name fails before anything runs
+    bench_command(suite, json_path, out, report, benchmarks, data, quiet)
+
+
+def bench_report(
+    json_file: Path = typer.Argument(..., help="A JSON file written by qsimdist bench --json."),
+    out: Path = typer.Option(Path("docs/bench"), "--out", help="Folder for the PNGs."),
+    benchmarks: Path = typer.Option(
+        Path("BENCHMARKS.md"), "--benchmarks",
+        help="Markdown file whose marked section is replaced."
+    ),
+) -> None:
+    """Regenerate the benchmark section of BENCHMARKS.md and its plots from a bench JSON."""
+    from .report_md import report_command
+
+    written = report_command(json_file, benchmarks, out)
+    typer.echo(f"report written to {benchmarks} and {', '.join(str(p) for p in written)}")

@@ -1,0 +1,199 @@
+"""``qsimdist bench``: its JSON, the report made from it, and the GPU script's CPU part.
+
+Correctness only: no timing is asserted (speed lives in BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qsimdist.bench import gpu, report_md, suite
+from qsimdist.cli import main
+from qsimdist.errors import InvalidInputError
+
+SPEC = suite.SuiteSpec(
+    name="tiny", repeats=2, search_repeats=2,
+    same_path=(suite.Case("rqc_3x4_m8", "bundled:rqc_3x4_m8.qasm", 2),
+               suite.Case("absent", "shared:circuits/no_such_circuit.qsim")),
+    end_to_end=(suite.Case("ghz_n5", "bundled:ghz_n5.qasm"),),
+    planning=(suite.Case("qft_n6", "bundled:qft_n6.qasm"),),
+    first_amplitude=(suite.Case("ghz_n5", "bundled:ghz_n5.qasm"),),
+    mpi_ranks=(), gemm_n=64, copy_mib=1,
+)
+
+
+@pytest.fixture(scope="module")
+def bench_result(tmp_path_factory) -> dict:
+    data = tmp_path_factory.mktemp("no-data")  # no reference data: shared cases are skipped
+    return suite.run_suite(SPEC, data=data, command="qsimdist bench --suite tiny", quiet=True)
+
+
+def _statevector(path: Path) -> np.ndarray:
+    from qiskit import QuantumCircuit
+    from qiskit.quantum_info import Statevector
+
+    return Statevector(QuantumCircuit.from_qasm_file(str(path))).data
+
+
+def test_json_schema_and_values(bench_result, tmp_path):
+    r = bench_result
+    for key in ("schema", "version", "suite", "command", "date", "machine", "versions",
+                "ceilings", "settings", "same_path", "end_to_end", "mpi", "planning",
+                "first_amplitude", "skipped", "targets", "wall_s"):
+        assert key in r, key
+    assert r["command"] == "qsimdist bench --suite tiny"
+    for lib in ("python", "numpy", "cotengra", "quimb", "qiskit", "qiskit-aer"):
+        assert r["versions"][lib], lib
+    assert r["machine"]["cores"] >= 1 and r["machine"]["cpu_model"]
+    assert r["ceilings"]["gemm_flops"] > 0 and r["ceilings"]["copy_bytes_per_s"] > 0
+
+    # the absent reference circuit is skipped with its reason, the rest ran
+    assert [s["case"] for s in r["skipped"]] == ["absent"]
+    assert "not found" in r["skipped"][0]["reason"]
+    (sp,) = r["same_path"]
+    assert sp["relative_difference"] < 1e-4  # cotengra's contraction of the same tree
+    assert len(sp["seconds"]["qsimdist"]) == len(sp["seconds"]["cotengra"]) == SPEC.repeats
+    pairs = [b / a for a, b in zip(sp["seconds"]["qsimdist"], sp["seconds"]["cotengra"])]
+    assert sp["speedup_median_of_pairwise"] == pytest.approx(statistics.median(pairs))
+    assert sp["achieved_gflops"]["qsimdist"] == pytest.approx(
+        sp["flops"] / statistics.median(sp["seconds"]["qsimdist"]) / 1e9)
+    steps = sp["per_step"]
+    assert len(steps) == sp["steps"] and all(s["seconds"] >= 0 for s in steps)
+    assert sum(s["flops"] for s in steps) * sp["n_slices"] == pytest.approx(sp["flops"])
+
+    # end to end: qsimdist's amplitude is the statevector's; quimb and Aer agree with it
+    (e2e,) = r["end_to_end"]
+    from qsimdist.bundled import bundled_circuit
+
+    ref = _statevector(bundled_circuit("ghz_n5.qasm"))[0]
+    assert complex(*e2e["amplitude"]) == pytest.approx(ref, abs=1e-6)
+    assert set(e2e["median_s"]) == {"qsimdist", "quimb", "qiskit-aer"}
+    assert all(v < 1e-5 for v in e2e["relative_difference"].values())
+
+    (pl,) = r["planning"]
+    assert all(pl["replan_path_from_cache"]) and pl["same_cost_when_replanned"]
+    (fa,) = r["first_amplitude"]
+    assert set(fa["wall_s"]) == {"cold", "warm_caches"}
+
+    # targets are the issue's, judged from the numbers above
+    same = [t for t in r["targets"] if t["target"].startswith("same path")]
+    assert same[0]["met"] == (sp["speedup_median_of_pairwise"] >= suite.TARGET_SAME_PATH)
+    cold = [t for t in r["targets"] if t["target"].startswith("first amplitude")]
+    assert cold[0]["measured"] == fa["wall_s"]["cold"]
+
+    path = tmp_path / "b.json"
+    suite.write_json(r, path)
+    assert suite.load_json(path) == json.loads(json.dumps(r))
+    assert any("rqc_3x4_m8" in line for line in suite.summary_lines(r))
+
+
+def test_report_touches_only_the_marked_section(bench_result, tmp_path):
+    before = "# Benchmarks\n\nhand-written ✓ text\r\nkept as is\n\n## 8. Benchmark command\n\n"
+    after = "\n\n## 9. Someone else's section\n\ntrailing text without newline"
+    md = tmp_path / "BENCHMARKS.md"
+    md.write_bytes((before + report_md.BEGIN + "\nold body\n" + report_md.END + after).encode())
+    out = tmp_path / "docs" / "bench"
+    json_path = tmp_path / "quick.json"
+    suite.write_json(bench_result, json_path)
+
+    written = report_md.report_command(json_path, md, out)
+    text = md.read_bytes().decode()
+    assert text.startswith(before + report_md.BEGIN) and text.endswith(report_md.END + after)
+    body = text[len(before + report_md.BEGIN):-len(report_md.END + after)]
+    assert "old body" not in body
+    sp = bench_result["same_path"][0]
+    assert f"**{sp['speedup_median_of_pairwise']:.2f}**" in body
+    assert "predicted" not in body or "E_P predicted" in body or "no" in body
+    assert "docs/bench/steps_gflops.png" in body and "quick.json" in body
+    assert {p.name for p in written} == {"steps_time_memory.png", "steps_gflops.png"}
+    for p in written:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report_md.report_command(json_path, md, out)  # regenerating gives the same file
+    assert md.read_bytes().decode() == text
+
+
+def test_markers_are_appended_or_refused():
+    b, e = report_md.BEGIN, report_md.END
+    assert report_md.replace_section("abc", "X") == f"abc\n\n{b}\nX\n{e}\n"
+    with pytest.raises(InvalidInputError, match="marker"):
+        report_md.replace_section(f"{report_md.BEGIN}{report_md.BEGIN}{report_md.END}", "X")
+    with pytest.raises(InvalidInputError, match="before"):
+        report_md.replace_section(f"{report_md.END} {report_md.BEGIN}", "X")
+
+
+def test_ep_plot_from_mpi_records(bench_result, tmp_path):
+    r = json.loads(json.dumps(bench_result))
+    r["mpi"] = [{"ranks": 2, "E_P_measured": 1.8, "E_P_predicted": 2.1, "R_P": 2.6,
+                 "E_P_over_R_P": 0.69, "comm_share_measured": 0.1,
+                 "measured_seconds": {"slice_only": 2.0, "distributed": 1.1},
+                 "predicted_seconds": {"slice_only": 2.5, "distributed": 1.2},
+                 "rel_diff_between_results": 1e-7, "command": "mpiexec -n 2 ..."}]
+    images = report_md.make_plots(r, tmp_path)
+    assert images["ep"].read_bytes()[:4] == b"\x89PNG"
+    body = report_md.render(r, images, tmp_path)
+    assert "| 2 | **1.80** | 2.10 | 2.60 | 0.69 | 10% |" in body
+
+
+def test_bad_suite_exits_2_with_one_line(capsys):
+    assert main(["bench", "--suite", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["qsimdist: error: unknown suite 'nope'; valid: tiny, quick, full"]
+
+
+def test_bench_report_refuses_other_json(capsys, tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"schema": "qsimdist.plan"}')
+    assert main(["bench-report", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a qsimdist bench result" in err[0]
+
+
+def test_gauss_matmul_against_complex128():
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((40, 30)) + 1j * rng.standard_normal((40, 30))).astype(np.complex64)
+    b = (rng.standard_normal((30, 20)) + 1j * rng.standard_normal((30, 20))).astype(np.complex64)
+    ref = a.astype(np.complex128) @ b.astype(np.complex128)
+    got = gpu.gauss_matmul(a, b, np)
+    assert got.dtype == np.complex64
+    assert gpu.relative_error(got, ref, np) < 1e-5
+    with pytest.raises(TypeError):
+        gpu.gauss_matmul(a.astype(np.complex128), b, np)
+
+
+def test_gemm_variants_report_errors():
+    g = gpu.gemm_variants(np, 48, repeats=1)
+    v = g["variants"]
+    assert v["complex64"]["rel_error_vs_complex128"] < 1e-5
+    assert 0 < v["3M (3 real GEMMs)"]["rel_error_vs_complex64"] < 1e-4
+    assert "TF32" in g["skipped"]
+
+
+@pytest.mark.skipif(gpu.gpu_reason() is None, reason="a GPU is present")
+def test_gpu_script_without_gpu_says_so():
+    proc = subprocess.run([sys.executable, "-m", "qsimdist.bench.gpu"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "no GPU to measure" in proc.stderr
+
+
+@pytest.mark.slow
+def test_gpu_script_dry_run(tmp_path):
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run([sys.executable, "-m", "qsimdist.bench.gpu", "--dry-run", "--gemm-n",
+                           "64", "--repeats", "1", "--search-repeats", "2", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(out.read_text())
+    assert r["dry_run"] and len(r["same_path"]) == 2 and not r["skipped"]
+    assert all(c["relative_difference"] < 1e-4 for c in r["same_path"])
+    lines = proc.stdout.strip().splitlines()
+    header = [line for line in lines if line.startswith("qsimdist GPU check")]
+    assert len(header) == 1 and "CPU DRY RUN" in header[0]
+    assert "cotengra" in lines[-1] and "median pairwise" in lines[-1]
