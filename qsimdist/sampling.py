@@ -100,6 +100,7 @@ class Contractor:
             self.comm = comm if comm is not None else world()
             self.profile = profile_for(profile or "local-cpu", self.limit)
         self.plans: OrderedDict = OrderedDict()
+        self.cheap: dict = {}
         self.stats = ContractionStats()
 
     @property
@@ -109,9 +110,17 @@ class Contractor:
     def contract(self, net: Network) -> np.ndarray:
         """Contract ``net`` (simplified first); the result's axes follow ``net.output``."""
         from .planner.plan import make_plan
-        from .planner.simplify import DEFAULT_SEQUENCE, simplify
+        from .planner.simplify import DEFAULT_SEQUENCE, is_cheap, simplify
 
-        net = simplify(net, DEFAULT_SEQUENCE, skip_cheap=True)
+        # whether a structure is cheap enough to plan as it is, decided once per structure
+        raw = (net.inputs, net.output, tuple(sorted(net.size_dict.items())))
+        cheap = self.cheap.get(raw)
+        if cheap is None:
+            cheap = self.cheap[raw] = is_cheap(net)
+            while len(self.cheap) > 4 * PLAN_CACHE_SIZE:
+                self.cheap.pop(next(iter(self.cheap)))
+        if not cheap:
+            net = simplify(net, DEFAULT_SEQUENCE, skip_cheap=False)
         key = (net.inputs, net.output, tuple(sorted(net.size_dict.items())))
         known = self.plans.get(key)
         if known is not None:
@@ -324,8 +333,9 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
         idx = _draw(p, u)
         bits = _index_bits(idx, m)
         total = float(np.clip(p, 0, None).sum())
-        probs = {tuple(int(b) for b in _index_bits(np.array([i]), m)[0]): float(p[i]) / total
-                 for i in np.unique(idx)}
+        drawn = np.unique(idx)
+        probs = dict(zip(map(tuple, _index_bits(drawn, m).tolist()),
+                         (np.clip(p[drawn], 0, None) / total).tolist()))
     if contractor.executor == "mpi":
         bits = contractor.comm.bcast(bits, root=0)
     after = contractor.stats
