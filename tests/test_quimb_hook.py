@@ -316,3 +316,38 @@ def test_cli_contract_errors(tmp_path, capsys, case, words):
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err
     assert len(err.splitlines()) == 1 and err.startswith("qsimdist: error:") and words in err
+
+
+# --------------------------------------------------------------------- MPI
+@pytest.mark.mpi
+def test_under_mpiexec_two_ranks_equal_quimb():
+    """contract(), the PEPS helpers and the hook with executor="mpi" on 2 ranks (one launch)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if shutil.which("mpiexec") is None:  # pragma: no cover - the test extra installs mpich
+        pytest.skip("mpiexec not found: pip install 'qsimdist[mpi]'")
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(here.parent), os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run(
+        ["mpiexec", "-n", "2", sys.executable, "-m", "mpi4py",
+         str(here / "mpi_quimb_cases.py"), "local-cpu"],
+        capture_output=True, text=True, timeout=300, cwd=here.parent, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert len(lines) == 1, proc.stdout  # rank 0 prints, the other rank prints nothing
+    res = json.loads(lines[0])
+    assert res["ranks"] == 2 and len(res["per_rank"]) == 2
+    for rank in res["per_rank"]:  # every rank holds the whole result
+        assert set(rank["errors"]) >= {"hyper_tensor", "hyper_scalar", "peps_norm", "peps_z",
+                                       "circuit_psi", "circuit_sharded", "hook"}
+        for name, err in rank["errors"].items():
+            assert err <= RTOL, (name, err)
+        assert rank["routed"] == 1
+    # the work was really spread: slices shared by the two ranks, or the output sharded
+    assert res["schedules"]["peps_norm"]["n_slices"] >= 2
+    assert res["schedules"]["circuit_sharded"]["group_size"] == 2
