@@ -308,3 +308,37 @@ def test_errors_name_the_instruction_and_follow_qiskit_for_shapes():
     assert type(ours.value) is type(ref.value) and str(ours.value) == str(ref.value)
     with pytest.raises(QsimdistError, match="unknown sampling method"):
         SamplerV2(options={"method": "magic"})
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_mpi_two_ranks_draw_the_same_bitstrings_as_one_process():
+    import importlib.util
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec not found: pip install 'qsimdist[mpi]'")
+    here = Path(__file__).resolve().parent
+    script = here / "mpi_sampler_cases.py"
+    spec = importlib.util.spec_from_file_location("mpi_sampler_cases", script)
+    cases = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cases)
+    local = cases.run("local")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(here.parent), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(["mpiexec", "-n", "2", sys.executable, "-m", "mpi4py", str(script)],
+                          capture_output=True, text=True, timeout=300, cwd=here, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert len(lines) == 1, proc.stdout[-2000:]  # rank 0 prints, the other rank nothing
+    got = json.loads(lines[0])
+    assert got["ranks"] == 2
+    for name, want in local.items():
+        assert got["results"][name]["method"] == want["method"]
+        assert got["results"][name]["bits"] == want["bits"], name
+    assert local["ghz20_chain"]["method"] == "chain"
