@@ -1,0 +1,284 @@
+"""Gate fusion: merge runs of gates acting within the same few qubits into one unitary.
+
+A pass over the gate list keeps, for every qubit, the *open block* that last
+touched it. A gate joins the open blocks on its qubits when their qubits and
+its own number at most ``max_qubits`` (open blocks on disjoint qubits
+commute, so merging them is exact); otherwise those blocks are closed
+(emitted) and the gate opens a new block. Every open block is the latest
+block on each of its qubits, so blocks are emitted in an order that respects
+every qubit's gate order.
+
+With ``keep_diagonal`` (the default), diagonal gates only merge with diagonal
+gates: a fused run of diagonal gates stays one diagonal gate, so the
+network's diagonal reduction still turns it into hyper-indices, and the
+statevector kernel applies it as an element-wise product. Diagonal blocks may
+grow to ``max_diagonal_qubits`` (applying a diagonal costs one pass over the
+state whatever its width).
+
+The cost model (:func:`statevector_seconds`) prices applying a fused circuit
+to a ``2^n`` state; :func:`choose_fusion` tries ``max_qubits`` = 2..5 on the
+structure alone and builds the matrices only for the cheapest. The global
+phase is kept as it is. Matrices are big-endian over the fused gate's qubit
+tuple (sorted ascending), as every :class:`~qsimdist.frontends.circuit.Gate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from .circuit import Gate, GateCircuit
+
+#: widths :func:`choose_fusion` tries
+FUSION_WIDTHS = (2, 3, 4, 5)
+#: default widest diagonal block (one pass over the state to apply whatever its width; kept
+#: as a dense 2^k x 2^k matrix like every Gate, so not wider than this)
+MAX_DIAGONAL_QUBITS = 6
+
+# Cost model of one fused gate on a 2^n state (numpy tensordot on this project's 2-core
+# machine, complex128, n = 14..20; see BENCHMARKS.md "deep circuits"):
+#: seconds of Python and numpy call overhead per applied gate
+GATE_OVERHEAD_SECONDS = 1.5e-5
+#: seconds per state element per dense gate for the copy into the GEMM layout and the output
+DENSE_SECONDS_PER_ELEMENT = 2.0e-9
+#: seconds per state element per 2^k multiply-adds of a dense k-qubit gate
+MAC_SECONDS_PER_ELEMENT = 0.45e-9
+#: seconds per state element of an element-wise diagonal product
+DIAGONAL_SECONDS_PER_ELEMENT = 1.2e-9
+#: seconds per original gate to multiply it into its block (fusion itself)
+FUSE_SECONDS_PER_GATE = 1.2e-5
+
+
+def is_diagonal(matrix: np.ndarray) -> bool:
+    """Whether ``matrix`` has no nonzero entry off its diagonal (exactly)."""
+    m = np.asarray(matrix)
+    return not np.any(m[~np.eye(m.shape[0], dtype=bool)])
+
+
+@dataclass
+class _Block:
+    qubits: set[int]
+    gates: list[int] = field(default_factory=list)
+    diagonal: bool = True
+
+
+@dataclass(frozen=True)
+class FusionInfo:
+    """What a fusion did: width, gates before and after, diagonal gates after."""
+
+    max_qubits: int
+    gates_before: int
+    gates_after: int
+    diagonal_after: int
+    histogram: dict[int, int]
+
+    def to_dict(self) -> dict:
+        return {"max_qubits": self.max_qubits, "gates_before": self.gates_before,
+                "gates_after": self.gates_after, "diagonal_after": self.diagonal_after,
+                "histogram": {str(k): v for k, v in sorted(self.histogram.items())}}
+
+
+def _check_width(max_qubits: int, name: str) -> None:
+    if isinstance(max_qubits, bool) or not isinstance(max_qubits, int) or not 1 <= max_qubits <= 12:
+        raise InvalidInputError(f"{name} must be an integer in 1..12, got {max_qubits!r}")
+
+
+def diagonal_flags(circuit: GateCircuit) -> list[bool]:
+    """Whether each gate of ``circuit`` is diagonal (identical matrices are checked once)."""
+    seen: dict[tuple, bool] = {}
+    flags = []
+    for g in circuit.gates:
+        m = g.matrix
+        if m.shape[0] > 4:
+            flags.append(is_diagonal(m))
+            continue
+        key = (m.shape[0], m.tobytes())
+        flag = seen.get(key)
+        if flag is None:
+            flag = seen[key] = is_diagonal(m)
+        flags.append(flag)
+    return flags
+
+
+def fusion_blocks(circuit: GateCircuit, max_qubits: int, *, keep_diagonal: bool = True,
+                  max_diagonal_qubits: int | None = None,
+                  diagonal: Sequence[bool] | None = None) -> list[_Block]:
+    """The fused blocks (structure only: qubits and gate indices), in a valid order."""
+    _check_width(max_qubits, "max_qubits")
+    max_diag = max_qubits if max_diagonal_qubits is None else max(max_qubits, max_diagonal_qubits)
+    _check_width(max_diag, "max_diagonal_qubits")
+    flags = diagonal_flags(circuit) if diagonal is None else list(diagonal)
+    open_block: list[_Block | None] = [None] * circuit.n_qubits
+    out: list[_Block] = []
+
+    def close(b: _Block) -> None:
+        for q in b.qubits:
+            open_block[q] = None
+        out.append(b)
+
+    for idx, g in enumerate(circuit.gates):
+        diag = flags[idx]
+        touching: list[_Block] = []
+        for q in g.qubits:
+            b = open_block[q]
+            if b is not None and all(b is not t for t in touching):
+                touching.append(b)
+        qubits = set(g.qubits)
+        for b in touching:
+            qubits |= b.qubits
+        merged_diag = diag and all(b.diagonal for b in touching)
+        limit = max_diag if merged_diag else max_qubits
+        mixes = keep_diagonal and any(b.diagonal != diag for b in touching)
+        if len(g.qubits) > limit or len(qubits) > limit or mixes:
+            for b in touching:
+                close(b)
+            block = _Block(set(g.qubits), [idx], diag)
+        elif len(touching) == 1 and touching[0].qubits >= qubits:
+            block = touching[0]
+            block.gates.append(idx)
+            block.diagonal = merged_diag
+            continue
+        else:
+            block = _Block(qubits, [], merged_diag)
+            for b in touching:
+                block.gates.extend(b.gates)  # disjoint open blocks commute: any order
+            block.gates.append(idx)
+        for q in block.qubits:
+            open_block[q] = block
+    seen: set[int] = set()
+    for b in open_block:
+        if b is not None and id(b) not in seen:
+            seen.add(id(b))
+            out.append(b)
+    return out
+
+
+def _block_matrix(circuit: GateCircuit, block: _Block) -> tuple[np.ndarray, tuple[int, ...]]:
+    """The block's unitary, big-endian over its sorted qubits (diagonal blocks: dense too)."""
+    qubits = tuple(sorted(block.qubits))
+    m = len(qubits)
+    pos = {q: i for i, q in enumerate(qubits)}
+    if block.diagonal:
+        d = np.ones((2,) * m, dtype=complex)
+        for idx in block.gates:
+            g = circuit.gates[idx]
+            k = len(g.qubits)
+            gd = np.diagonal(g.matrix).reshape((2,) * k)
+            order = sorted(range(k), key=lambda j: pos[g.qubits[j]])
+            gd = np.transpose(gd, order)
+            shape = [1] * m
+            for j in order:
+                shape[pos[g.qubits[j]]] = 2
+            d = d * gd.reshape(shape)
+        return np.diag(d.reshape(-1)), qubits
+    dim = 2**m
+    u = np.eye(dim, dtype=complex).reshape((2,) * m + (dim,))  # output legs, then the input
+    for idx in block.gates:
+        g = circuit.gates[idx]
+        k = len(g.qubits)
+        where = [pos[q] for q in g.qubits]
+        u = np.tensordot(g.matrix.reshape((2,) * (2 * k)), u, axes=(list(range(k, 2 * k)), where))
+        # u's axes now: the gate's output legs (in g.qubits order), u's other output legs, input
+        rest = [i for i in range(m) if i not in where]
+        perm = [0] * m
+        for j, i in enumerate(where):
+            perm[i] = j
+        for j, i in enumerate(rest):
+            perm[i] = k + j
+        u = np.transpose(u, perm + [m])
+    return u.reshape(2**m, 2**m), qubits
+
+
+def fuse(circuit: GateCircuit, max_qubits: int = 4, *, keep_diagonal: bool = True,
+         max_diagonal_qubits: int | None = MAX_DIAGONAL_QUBITS,
+         progress: Callable[[str, int, int], None] | None = None) -> GateCircuit:
+    """A circuit with the same unitary (global phase included) and fewer, wider gates.
+
+    Args:
+        circuit: the gates to fuse.
+        max_qubits: widest dense fused gate (a gate already wider stays as it is).
+        keep_diagonal: diagonal gates merge only with diagonal gates.
+        max_diagonal_qubits: widest fused diagonal gate (at least ``max_qubits``).
+        progress: ``progress("fusing", done, total)`` every few thousand blocks.
+
+    Fused gates are named ``fused`` (``fused_diagonal`` for diagonal ones);
+    a block of one gate keeps that gate as it is.
+    """
+    flags = diagonal_flags(circuit)
+    blocks = fusion_blocks(circuit, max_qubits, keep_diagonal=keep_diagonal,
+                           max_diagonal_qubits=max_diagonal_qubits, diagonal=flags)
+    out = GateCircuit(circuit.n_qubits, global_phase=circuit.global_phase, name=circuit.name)
+    for i, b in enumerate(blocks):
+        if len(b.gates) == 1:
+            out.gates.append(circuit.gates[b.gates[0]])
+        else:
+            matrix, qubits = _block_matrix(circuit, b)
+            out.gates.append(Gate(matrix, qubits, "fused_diagonal" if b.diagonal else "fused"))
+        if progress is not None and (i + 1) % 4096 == 0:
+            progress("fusing", i + 1, len(blocks))
+    return out
+
+
+def fusion_info(circuit: GateCircuit, fused: GateCircuit, max_qubits: int) -> FusionInfo:
+    """Counts describing ``fused`` (made from ``circuit`` with width ``max_qubits``)."""
+    hist: dict[int, int] = {}
+    for g in fused.gates:
+        hist[len(g.qubits)] = hist.get(len(g.qubits), 0) + 1
+    diag = sum(diagonal_flags(fused))
+    return FusionInfo(max_qubits, len(circuit.gates), len(fused.gates), int(diag), hist)
+
+
+def gate_seconds(n_qubits: int, width: int, diagonal: bool) -> float:
+    """Predicted seconds to apply one gate of ``width`` qubits to a ``2^n_qubits`` state."""
+    elements = float(2**n_qubits)
+    if diagonal:
+        return GATE_OVERHEAD_SECONDS + elements * DIAGONAL_SECONDS_PER_ELEMENT
+    return GATE_OVERHEAD_SECONDS + elements * (
+        DENSE_SECONDS_PER_ELEMENT + MAC_SECONDS_PER_ELEMENT * 2**width)
+
+
+def blocks_seconds(n_qubits: int, blocks: Sequence[_Block]) -> float:
+    """Predicted seconds to apply fused ``blocks`` to a ``2^n_qubits`` state."""
+    return sum(gate_seconds(n_qubits, len(b.qubits), b.diagonal) for b in blocks)
+
+
+def statevector_seconds(circuit: GateCircuit, n_qubits: int | None = None) -> float:
+    """Predicted seconds to apply ``circuit``'s gates (as they are) to its state."""
+    n = circuit.n_qubits if n_qubits is None else n_qubits
+    flags = diagonal_flags(circuit)
+    return sum(gate_seconds(n, len(g.qubits), d) for g, d in zip(circuit.gates, flags))
+
+
+def statevector_flops(circuit: GateCircuit) -> float:
+    """Real FLOPs of applying ``circuit``'s gates to its ``2^n`` state (8 per complex MAC)."""
+    n = circuit.n_qubits
+    flags = diagonal_flags(circuit)
+    return float(sum(8.0 * 2**n * (1 if d else 2 ** len(g.qubits))
+                     for g, d in zip(circuit.gates, flags)))
+
+
+def choose_fusion(circuit: GateCircuit, widths: Sequence[int] = FUSION_WIDTHS, *,
+                  keep_diagonal: bool = True,
+                  progress: Callable[[str, int, int], None] | None = None,
+                  ) -> tuple[GateCircuit, FusionInfo, float]:
+    """Fuse with the width the cost model predicts cheapest for a statevector run.
+
+    Returns ``(fused circuit, info, predicted seconds)``; the prediction counts
+    the fusion itself and applying the fused gates.
+    """
+    n = circuit.n_qubits
+    flags = diagonal_flags(circuit)
+    best = None
+    for k in widths:
+        blocks = fusion_blocks(circuit, k, keep_diagonal=keep_diagonal,
+                               max_diagonal_qubits=MAX_DIAGONAL_QUBITS, diagonal=flags)
+        merged = sum(len(b.gates) for b in blocks if len(b.gates) > 1)
+        seconds = blocks_seconds(n, blocks) + FUSE_SECONDS_PER_GATE * merged
+        if best is None or seconds < best[0]:
+            best = (seconds, k)
+    seconds, k = best
+    fused = fuse(circuit, k, keep_diagonal=keep_diagonal, progress=progress)
+    return fused, fusion_info(circuit, fused, k), seconds
