@@ -14,12 +14,15 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from .config import format_bytes
 from .errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from .network import Network
 
 _DTYPE_HELP = (
     "complex64, complex128, float32 or float64 (real ones compute in the complex dtype of the "
@@ -28,7 +31,7 @@ _DTYPE_HELP = (
 )
 
 
-def _structure_only(path: Path):
+def _structure_only(path: Path) -> Network:
     """The network of ``path`` without any arrays (a sibling .npz is not read)."""
     from ._fileio import read_regular_bytes
     from .errors import CircuitParseError
@@ -39,7 +42,7 @@ def _structure_only(path: Path):
 
 
 def load_arrays_network(network: Path, arrays: Optional[Path], random_arrays: Optional[int],
-                        dtype: Optional[str]):
+                        dtype: Optional[str]) -> tuple[Network, bool]:
     """The network to contract, with its arrays from the file or the seeded draw asked for."""
     from .network import load_network
 
@@ -75,7 +78,7 @@ def _check_npy_path(path: Path) -> None:
                                 "folder")
 
 
-def _number(x) -> dict:
+def _number(x: Any) -> dict:
     x = complex(x)
     return {"re": x.real, "im": x.imag}
 

@@ -35,6 +35,7 @@ import math
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,7 +56,7 @@ EXECUTORS = ("local", "mpi")
 _IMAG_TOL = 1e-12
 
 
-def _quimb_tensor():
+def _quimb_tensor() -> ModuleType:
     """The real ``quimb.tensor`` (absolute import), or a MissingDependencyError."""
     from ._optional import require
 
@@ -390,7 +391,7 @@ def contract_arrays(arrays: Sequence[Any], inputs: Sequence[Sequence[Any]],
     return finish(values, prepared)
 
 
-def _tensors_of(tn) -> tuple[list, float]:
+def _tensors_of(tn: Any) -> tuple[list, float]:
     """The tensors of a quimb network, tensor or sequence of tensors, and the network's exponent."""
     qtn = _quimb_tensor()
     if isinstance(tn, qtn.TensorNetwork):
@@ -405,7 +406,7 @@ def _tensors_of(tn) -> tuple[list, float]:
     )
 
 
-def _as_scalar(value: np.ndarray):
+def _as_scalar(value: np.ndarray) -> complex | float | int:
     """quimb's scalar result: a Python number, made real when the imaginary part is negligible."""
     x = value.item()
     if isinstance(x, complex) and abs(x.imag) < abs(x.real) * _IMAG_TOL:
@@ -413,8 +414,8 @@ def _as_scalar(value: np.ndarray):
     return x
 
 
-def contract(tn, output_inds: Sequence[str] | None = None, *, preserve_tensor: bool = False,
-             options: ContractOptions | dict | None = None, **kw: Any):
+def contract(tn: Any, output_inds: Sequence[str] | None = None, *, preserve_tensor: bool = False,
+             options: ContractOptions | dict | None = None, **kw: Any) -> Any:
     """Contract a quimb network with qsimdist; returns what ``tn.contract(all, ...)`` returns.
 
     Args:
@@ -471,8 +472,10 @@ class _Hook:
         self.original = None
         self.module = None
 
-    def __call__(self, arrays, inputs, output=None, optimize=None, backend=None,
-                 strip_exponent=False, check_zero=False, **kwargs):
+    def __call__(self, arrays: Sequence[Any], inputs: Sequence[Sequence[Any]],
+                 output: Sequence[Any] | None = None, optimize: Any = None,
+                 backend: str | None = None, strip_exponent: bool = False,
+                 check_zero: bool = False, **kwargs: Any) -> Any:
         original = self.original
         with self.lock:
             top = self.stack[-1] if self.stack else None
@@ -493,7 +496,8 @@ class _Hook:
         return values / scale, math.log10(scale)
 
     @staticmethod
-    def _refusal(top, arrays, output, backend, kwargs) -> str | None:
+    def _refusal(top: tuple | None, arrays: Sequence[Any], output: Sequence[Any] | None,
+                 backend: str | None, kwargs: dict) -> str | None:
         if top is None:
             return "hook not active"
         if getattr(_STATE, "depth", 0):
@@ -512,7 +516,7 @@ class _Hook:
 _HOOK = _Hook()
 
 
-def _tensor_core():
+def _tensor_core() -> ModuleType:
     qtn = _quimb_tensor()
     core = getattr(qtn, "tensor_core", None)
     if core is None or not callable(getattr(core, "array_contract", None)):
@@ -583,7 +587,7 @@ def hook_active() -> bool:
 
 
 # ------------------------------------------------------------------ PEPS
-def _check_peps(peps) -> None:
+def _check_peps(peps: Any) -> None:
     qtn = _quimb_tensor()
     if not isinstance(peps, qtn.TensorNetworkGenVector):
         raise InvalidInputError(
@@ -591,7 +595,7 @@ def _check_peps(peps) -> None:
         )
 
 
-def peps_norm(peps, *, squared: bool = False, options: ContractOptions | dict | None = None,
+def peps_norm(peps: Any, *, squared: bool = False, options: ContractOptions | dict | None = None,
               **kw: Any) -> float:
     """Exact norm ``sqrt(<psi|psi>)`` of a quimb ``PEPS`` (``squared=True``: ``<psi|psi>``).
 
@@ -607,8 +611,9 @@ def peps_norm(peps, *, squared: bool = False, options: ContractOptions | dict | 
     return value if squared else math.sqrt(max(value, 0.0))
 
 
-def peps_local_expectation(peps, operator, where, *, normalized: bool = True,
-                           options: ContractOptions | dict | None = None, **kw: Any):
+def peps_local_expectation(peps: Any, operator: Any, where: Any, *, normalized: bool = True,
+                           options: ContractOptions | dict | None = None,
+                           **kw: Any) -> complex | float:
     """Exact ``<psi|O|psi>`` (divided by ``<psi|psi>`` when ``normalized``) for a quimb PEPS.
 
     Args:
@@ -655,7 +660,7 @@ def peps_local_expectation(peps, operator, where, *, normalized: bool = True,
     return _as_scalar(np.asarray(value))
 
 
-def _is_site(where) -> bool:
+def _is_site(where: Any) -> bool:
     """One site: a tuple of integers like (x, y), or a hashable that is not a list of sites."""
     if isinstance(where, tuple):
         return all(isinstance(c, (int, np.integer)) for c in where)

@@ -241,6 +241,19 @@ def test_use_restores_on_exception_and_nests():
     assert close(high.data, ref.data) and close(low.data, ref.data, rtol=1e-5)
 
 
+def test_use_strip_exponent_and_quimb_circuit_calls():
+    tn = hyper_tn(7)
+    ref = tn.contract(all, output_inds=(), optimize="greedy")
+    circ = quimb_circuit(n=5, depth=3, seed=2)
+    dense = circ.to_dense().reshape(-1)
+    with qq.use() as hook:
+        mantissa, exponent = tn.contract(all, output_inds=(), strip_exponent=True)
+        amp = circ.amplitude("01101")  # quimb simplifies, then contracts: every step routed
+    assert hook.routed >= 2
+    assert close(mantissa * 10**exponent, ref) and abs(abs(mantissa) - 1.0) < 1e-12
+    assert close(amp, dense[int("01101", 2)])
+
+
 def test_use_leaves_what_it_cannot_take_to_quimb():
     tn = hyper_tn(6)
     ref = tn.contract(all, output_inds=("k0",), optimize="greedy")
