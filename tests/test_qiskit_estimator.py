@@ -223,8 +223,8 @@ def test_non_broadcasting_pub_raises_qiskits_error():
 
 def test_unsupported_instructions_are_named():
     qc = QuantumCircuit(2, 1)
-    qc.h(0)
-    qc.reset(1)
+    qc.h(1)
+    qc.reset(1)  # after a gate: a real reset, not a fresh qubit
     with pytest.raises(UnsupportedInstructionError, match="reset"):
         EstimatorV2().run([(qc, "ZZ")]).result()
     mid = QuantumCircuit(2, 1)

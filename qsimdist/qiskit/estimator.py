@@ -181,6 +181,7 @@ class EstimatorV2(BaseEstimatorV2):
 
     def _run_pub(self, pub: EstimatorPub) -> PubResult:
         rng = np.random.default_rng(self._seed)
+        precision = pub.precision if pub.precision is not None else self._default_precision
         engine = self.engine
         before = engine.stats.to_dict()
         observables = pub.observables
@@ -218,8 +219,8 @@ class EstimatorV2(BaseEstimatorV2):
         stds = np.zeros(shape, dtype=np.float64)
         for index in np.ndindex(*shape):
             ev = value[(int(p_of[index]), int(o_of[index]))]
-            if pub.precision != 0:
-                ev = rng.normal(ev, pub.precision)
+            if precision != 0:
+                ev = rng.normal(ev, precision)
             evs[index] = ev
         after = engine.stats.to_dict()
         spent = {k: after[k] - before[k] for k in ("terms", "contractions", "plans_made",
@@ -227,7 +228,7 @@ class EstimatorV2(BaseEstimatorV2):
                                                     "execute_seconds")}
         data = DataBin(evs=evs, stds=stds, shape=shape)
         return PubResult(data, metadata={
-            "target_precision": pub.precision,
+            "target_precision": precision,
             "circuit_metadata": pub.circuit.metadata,
             "simulator": "qsimdist",
             "qsimdist": spent,
