@@ -180,9 +180,24 @@ def machine_info() -> dict:
     return info
 
 
+def source_commit() -> str | None:
+    """The git commit of the qsimdist source that ran (``+dirty`` with local changes), if any."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
+                                "qsimdist"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
 def library_versions() -> dict:
     """Versions of the libraries the comparisons use (``None``: not installed)."""
-    out = {"python": platform.python_version()}
+    out = {"python": platform.python_version(), "qsimdist_commit": source_commit()}
     for dist in ("qsimdist", "numpy", "cotengra", "quimb", "qiskit", "qiskit-aer", "numba",
                  "mpi4py", "matplotlib", "cupy-cuda12x"):
         try:
