@@ -44,6 +44,155 @@ _SECONDS_PER_GATE = 2e-3
 _BATCH_PLAN_SHARE = 4
 _BATCH_OUTPUT_SHARE = 16
 
+#: amplitude routes: ``auto`` picks one by predicted cost
+METHODS = ("auto", "statevector", "tensor-network")
+#: seconds per gate a tensor-network contraction spends at least (building the network,
+#: a greedy path, lifetime ordering) — the bound below which no TN estimate is needed
+_TN_SECONDS_PER_GATE = 5e-5
+#: multiply-adds per second assumed for a tensor-network contraction (the path planner's
+#: constant, so that the route, like the path, is the same on every machine)
+_TN_RATE = 1e9
+#: circuits with more gates than this are fused (width 2, diagonal runs kept diagonal)
+#: before their tensor network is built, so simplification sees fewer tensors
+_TN_FUSE_MIN_GATES = 1000
+
+
+@dataclass(frozen=True)
+class RouteChoice:
+    """Which route :func:`amplitudes` takes and the predictions behind the choice.
+
+    ``method`` is ``"statevector"`` (apply the fused gates to the full state in
+    circuit order) or ``"tensor-network"`` (plan and contract one network per
+    batch). Predicted seconds use constants, not a clock; ``None`` where not
+    estimated.
+    """
+
+    method: str
+    reason: str
+    statevector_seconds: float | None = None
+    tensor_network_seconds: float | None = None
+    statevector_bytes: int | None = None
+    fusion_width: int | None = None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _tn_seconds(gc: GateCircuit, pattern: str, order: str, contractions: int) -> float:
+    """Predicted seconds of the tensor-network route: per contraction, the greedy path's
+    multiply-adds at ``_TN_RATE`` plus a per-gate planning floor."""
+    import cotengra as ctg
+
+    from .planner.path import _symbolic
+
+    fused = _fuse_for_network(gc)
+    net = amplitude_network(fused, pattern, order)
+    inputs, output, size_dict, _ = _symbolic(net)
+    tree = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
+    per = float(tree.contraction_cost()) / _TN_RATE + _TN_SECONDS_PER_GATE * len(fused.gates)
+    return contractions * per
+
+
+def _fuse_for_network(gc: GateCircuit) -> GateCircuit:
+    """``gc`` fused for the tensor-network route (deep circuits only; see _TN_FUSE_MIN_GATES)."""
+    if len(gc.gates) <= _TN_FUSE_MIN_GATES:
+        return gc
+    from .frontends.fusion import fuse
+
+    return fuse(gc, 2, keep_diagonal=True)
+
+
+def choose_route(circuit, bitstrings: str | Sequence[str], *, order: str = "qiskit",
+                 dtype: str = "complex64", memory_limit: str | int | None = None,
+                 method: str = "auto", executor: str = "local",
+                 contractions: int | None = None) -> RouteChoice:
+    """The route :func:`amplitudes` takes for these arguments (nothing is contracted).
+
+    ``statevector`` where the state (and its workspace) fits the memory limit
+    and its predicted time is below the tensor-network route's (per
+    contraction: greedy path cost plus a per-gate floor; the TN estimate is
+    skipped where the floor alone already loses). ``executor="mpi"`` always
+    takes the tensor-network route.
+    """
+    from .executors.statevector import statevector_bytes
+    from .frontends.fusion import FUSION_WIDTHS, predict_statevector
+
+    if method not in METHODS:
+        raise InvalidInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
+    dtype = check_dtype(dtype)
+    gc = _circuit(circuit)
+    bits = _bitstring_list(bitstrings)
+    if executor != "local":
+        if method == "statevector":
+            raise InvalidInputError(
+                f"method 'statevector' runs in one process; executor {executor!r} takes "
+                "method 'tensor-network' or 'auto'"
+            )
+        return RouteChoice("tensor-network", f"executor {executor!r}")
+    need = statevector_bytes(gc.n_qubits, dtype)
+    bound, _ = _allowed(memory_limit)
+    fits = gc.n_qubits <= 40 and (bound is None or need <= bound)
+    if method == "tensor-network":
+        return RouteChoice("tensor-network", "requested", statevector_bytes=need)
+    if not fits:
+        if method == "statevector":
+            check_fits(need, memory_limit, f"the statevector of {gc.n_qubits} qubits ({dtype})")
+            raise PlanError(f"the statevector of {gc.n_qubits} qubits is too large")
+        return RouteChoice("tensor-network", "the statevector does not fit the memory limit",
+                           statevector_bytes=need)
+    width, sv = predict_statevector(gc, FUSION_WIDTHS)
+    if method == "statevector":
+        return RouteChoice("statevector", "requested", sv, None, need, width)
+    if contractions is None:
+        fixed = [b for b in bits if "*" not in b]
+        contractions = len(bits) - len(fixed)
+        if len(set(fixed)) > 1:
+            contractions += len(_batches(gc, fixed, dtype, memory_limit))
+        elif fixed:
+            contractions += 1
+    floor = contractions * _TN_SECONDS_PER_GATE * max(len(gc.gates), 1)
+    if sv <= floor:
+        return RouteChoice("statevector", "predicted below the tensor-network floor", sv, floor,
+                           need, width)
+    tn = _tn_seconds(gc, bits[0], order, contractions)
+    if sv <= tn:
+        return RouteChoice("statevector", "predicted faster", sv, tn, need, width)
+    return RouteChoice("tensor-network", "predicted faster", sv, tn, need, width)
+
+
+def _statevector_amplitudes(gc: GateCircuit, bitstrings: list[str], order: str, dtype: str,
+                            route: RouteChoice, progress) -> AmplitudeResult:
+    """Every requested amplitude read from the full state (fused gates applied in order)."""
+    from .executors.statevector import bitstring_amplitudes, pattern_amplitudes, simulate
+    from .frontends import open_qubits
+    from .frontends.fusion import diagonal_flags, fuse, fusion_info, statevector_flops
+
+    t0 = time.perf_counter()
+    width = route.fusion_width or 4
+    fused = fuse(gc, width, keep_diagonal=False, progress=progress)
+    flags = diagonal_flags(fused)
+    t1 = time.perf_counter()
+    state = simulate(gc.n_qubits, fused.gates, fused.global_phase, dtype, diagonal=flags,
+                     progress=progress)
+    fixed = [i for i, b in enumerate(bitstrings) if "*" not in b]
+    values: list[np.ndarray | None] = [None] * len(bitstrings)
+    picked = bitstring_amplitudes(state, [bitstrings[i] for i in fixed], order)
+    for k, i in enumerate(fixed):
+        values[i] = picked[k:k + 1].copy()
+    for i, b in enumerate(bitstrings):
+        if "*" in b:
+            values[i] = pattern_amplitudes(state, parse_bitstring(b, gc.n_qubits, order),
+                                           open_qubits(b, order))
+    t2 = time.perf_counter()
+    stats = {"method": "statevector", "flops": statevector_flops(fused),
+             "plan_seconds": t1 - t0, "execute_seconds": t2 - t1,
+             "peak_bytes": route.statevector_bytes or state.nbytes, "transposed_bytes": 0,
+             "n_slices": 0, "path_cache_hits": 0, "contractions": 1, "plans_reused": 0,
+             "fusion": fusion_info(gc, fused, width).to_dict(), "route": route.to_dict()}
+    if progress is not None:
+        progress("amplitudes", 1, 1)
+    return AmplitudeResult(bitstrings, values, gc.n_qubits, dtype, order, stats)
+
 
 def _circuit(source) -> GateCircuit:
     obj = load(source)
@@ -516,6 +665,7 @@ def amplitudes(
     executor: str = "local",
     profile=None,
     comm=None,
+    method: str = "auto",
 ) -> AmplitudeResult:
     """Amplitudes ``<b|U|0>`` for each bitstring; ``*`` characters expand to all values.
 
@@ -537,7 +687,16 @@ def amplitudes(
     ``MPI.COMM_WORLD``) with hardware ``profile`` (default ``"local-cpu"``),
     ``memory_limit`` being the limit *per rank*; the plan is broadcast and
     its distributed schedule run on every rank, which all return the result.
+
+    ``method``: ``"auto"`` (default) takes the route :func:`choose_route`
+    predicts cheaper: ``"statevector"`` (fused gates applied to the full
+    state in circuit order, where the state fits the memory limit; every
+    requested amplitude is read from that one state) or ``"tensor-network"``
+    (the contractions above). ``stats["method"]`` names the route taken and
+    ``stats["route"]`` the predictions behind it.
     """
+    if method not in METHODS:
+        raise InvalidInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
     dtype = check_dtype(dtype)
     check_order(order)
     limit = _memory_limit(memory_limit)
@@ -564,6 +723,16 @@ def amplitudes(
     for b in bitstrings:
         if "*" in b:
             _check_output(b.count("*"), dtype, memory_limit)
+    if method != "tensor-network" and executor == "local":
+        route = choose_route(gc, bitstrings, order=order, dtype=dtype,
+                             memory_limit=limit if limit is not None else "none", method=method)
+        if route.method == "statevector":
+            return _statevector_amplitudes(gc, bitstrings, order, dtype, route, progress)
+    else:
+        route = choose_route(gc, bitstrings, order=order, dtype=dtype,
+                             memory_limit=limit if limit is not None else "none", method=method,
+                             executor=executor)
+    gc_net = _fuse_for_network(gc)
 
     # work items: (pattern, [(slot in the result, offsets in its array or None for all)])
     fixed = [i for i, b in enumerate(bitstrings) if "*" not in b]
@@ -579,13 +748,15 @@ def amplitudes(
     values: list[np.ndarray | None] = [None] * len(bitstrings)
     picked = np.zeros(len(fixed), dtype=dtype)
     slot_of = {i: k for k, i in enumerate(fixed)}
-    totals = {"flops": 0.0, "plan_seconds": 0.0, "execute_seconds": 0.0, "peak_bytes": 0,
+    totals = {"method": "tensor-network", "route": route.to_dict(), "flops": 0.0,
+              "plan_seconds": 0.0, "execute_seconds": 0.0, "peak_bytes": 0,
               "transposed_bytes": 0, "n_slices": 0, "path_cache_hits": 0, "contractions": 0,
               "plans_reused": 0}
     plans: dict = {}
     for done, (pattern, slots, offs) in enumerate(work, start=1):
         t0 = time.perf_counter()
-        net = _simplify(amplitude_network(gc, pattern, order), simplify_sequence, limit, dtype)
+        net = _simplify(amplitude_network(gc_net, pattern, order), simplify_sequence, limit,
+                        dtype)
         key = (tuple(map(tuple, net.inputs)), tuple(net.output),
                tuple(sorted(net.size_dict.items())))
         known = plans.get(key)

@@ -8,6 +8,8 @@ commute, so merging them is exact); otherwise those blocks are closed
 block on each of its qubits, so blocks are emitted in an order that respects
 every qubit's gate order.
 
+Closing any open block is always valid, so a gate that cannot join all the
+blocks on its qubits closes those it cannot join and merges with the rest.
 With ``keep_diagonal`` (the default), diagonal gates only merge with diagonal
 gates: a fused run of diagonal gates stays one diagonal gate, so the
 network's diagonal reduction still turns it into hyper-indices, and the
@@ -126,13 +128,16 @@ def fusion_blocks(circuit: GateCircuit, max_qubits: int, *, keep_diagonal: bool 
             b = open_block[q]
             if b is not None and all(b is not t for t in touching):
                 touching.append(b)
+        if keep_diagonal:  # blocks of the other kind are closed, never merged
+            for b in [b for b in touching if b.diagonal != diag]:
+                close(b)
+            touching = [b for b in touching if b.diagonal == diag]
         qubits = set(g.qubits)
         for b in touching:
             qubits |= b.qubits
         merged_diag = diag and all(b.diagonal for b in touching)
         limit = max_diag if merged_diag else max_qubits
-        mixes = keep_diagonal and any(b.diagonal != diag for b in touching)
-        if len(g.qubits) > limit or len(qubits) > limit or mixes:
+        if len(g.qubits) > limit or len(qubits) > limit:
             for b in touching:
                 close(b)
             block = _Block(set(g.qubits), [idx], diag)
@@ -260,25 +265,36 @@ def statevector_flops(circuit: GateCircuit) -> float:
                      for g, d in zip(circuit.gates, flags)))
 
 
-def choose_fusion(circuit: GateCircuit, widths: Sequence[int] = FUSION_WIDTHS, *,
-                  keep_diagonal: bool = True,
-                  progress: Callable[[str, int, int], None] | None = None,
-                  ) -> tuple[GateCircuit, FusionInfo, float]:
-    """Fuse with the width the cost model predicts cheapest for a statevector run.
+def predict_statevector(circuit: GateCircuit, widths: Sequence[int] = FUSION_WIDTHS,
+                        ) -> tuple[int, float]:
+    """``(width, seconds)``: the fusion width the cost model predicts cheapest for a
+    statevector run of ``circuit`` and its predicted time (fusing included).
 
-    Returns ``(fused circuit, info, predicted seconds)``; the prediction counts
-    the fusion itself and applying the fused gates.
+    Only the block structure is made for each width (no matrices), with
+    ``keep_diagonal=False`` (diagonal runs still fuse into diagonal blocks).
     """
     n = circuit.n_qubits
     flags = diagonal_flags(circuit)
-    best = None
+    best: tuple[float, int] | None = None
     for k in widths:
-        blocks = fusion_blocks(circuit, k, keep_diagonal=keep_diagonal,
+        blocks = fusion_blocks(circuit, k, keep_diagonal=False,
                                max_diagonal_qubits=MAX_DIAGONAL_QUBITS, diagonal=flags)
         merged = sum(len(b.gates) for b in blocks if len(b.gates) > 1)
         seconds = blocks_seconds(n, blocks) + FUSE_SECONDS_PER_GATE * merged
         if best is None or seconds < best[0]:
             best = (seconds, k)
-    seconds, k = best
-    fused = fuse(circuit, k, keep_diagonal=keep_diagonal, progress=progress)
+    if best is None:
+        raise InvalidInputError("no fusion width given")
+    return best[1], best[0]
+
+
+def choose_fusion(circuit: GateCircuit, widths: Sequence[int] = FUSION_WIDTHS,
+                  progress: Callable[[str, int, int], None] | None = None,
+                  ) -> tuple[GateCircuit, FusionInfo, float]:
+    """Fuse (for a statevector run) with the width :func:`predict_statevector` picks.
+
+    Returns ``(fused circuit, info, predicted seconds)``.
+    """
+    k, seconds = predict_statevector(circuit, widths)
+    fused = fuse(circuit, k, keep_diagonal=False, progress=progress)
     return fused, fusion_info(circuit, fused, k), seconds

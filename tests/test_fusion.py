@@ -1,0 +1,183 @@
+"""Gate fusion and the statevector kernel against Qiskit's Operator and Statevector."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from qiskit import QuantumCircuit
+from qiskit.circuit.random import random_circuit
+from qiskit.quantum_info import Operator, Statevector
+
+from qsimdist.errors import InvalidInputError
+from qsimdist.executors import statevector as sv
+from qsimdist.frontends import load
+from qsimdist.frontends.fusion import (
+    choose_fusion,
+    diagonal_flags,
+    fuse,
+    fusion_blocks,
+    is_diagonal,
+    predict_statevector,
+)
+
+
+def _to_qiskit(gc) -> QuantumCircuit:
+    """A GateCircuit back as a Qiskit circuit of unitaries (our matrices are big-endian)."""
+    qc = QuantumCircuit(gc.n_qubits, global_phase=gc.global_phase)
+    for g in gc.gates:
+        qc.unitary(g.matrix, list(reversed(g.qubits)))
+    return qc
+
+
+def _circuit(seed: int, n: int = 5) -> QuantumCircuit:
+    """A random circuit with diagonal runs (T, RZ, CZ, CP, RZZ) and a global phase."""
+    qc = random_circuit(n, 8, max_operands=3, seed=seed)
+    qc.remove_final_measurements()
+    rng = np.random.default_rng(seed)
+    for q in range(n):
+        qc.t(q)
+        qc.rz(float(rng.uniform(-3, 3)), q)
+    qc.cz(0, 1)
+    qc.cp(float(rng.uniform(-3, 3)), 1, 2)
+    qc.rzz(float(rng.uniform(-3, 3)), 2, n - 1)
+    qc.h(2)
+    qc.cz(1, 2)
+    qc.s(0)
+    qc.global_phase = float(rng.uniform(-3, 3))
+    return qc
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("keep_diagonal", [True, False])
+def test_fusion_preserves_the_unitary(seed, keep_diagonal):
+    qc = _circuit(seed)
+    gc = load(qc)
+    ref = Operator(qc).data
+    sizes = []
+    for k in (1, 2, 3, 4, 5):
+        fused = fuse(gc, k, keep_diagonal=keep_diagonal)
+        for g, diag in zip(fused.gates, diagonal_flags(fused)):
+            assert len(g.qubits) <= (6 if diag else max(k, 3))  # random_circuit has 3-qubit gates
+        assert fused.global_phase == gc.global_phase
+        assert np.abs(Operator(_to_qiskit(fused)).data - ref).max() < 1e-10
+        sizes.append(len(fused.gates))
+    assert sizes[-1] < len(gc.gates)  # fusion does merge
+
+
+def test_diagonal_runs_stay_diagonal():
+    qc = QuantumCircuit(4)
+    for q in range(4):
+        qc.t(q)
+    qc.cz(0, 1)
+    qc.cp(0.3, 2, 3)
+    qc.rzz(0.7, 1, 2)
+    qc.rz(0.2, 3)
+    qc.h(0)  # not diagonal: a block of its own with keep_diagonal
+    qc.tdg(0)
+    gc = load(qc)
+    fused = fuse(gc, 2, keep_diagonal=True)
+    flags = diagonal_flags(fused)
+    assert [g.name for g in fused.gates[:1]] == ["fused_diagonal"]
+    assert len(fused.gates) == 3 and flags == [True, False, True]
+    assert fused.gates[0].qubits == (0, 1, 2, 3)
+    assert np.abs(Operator(_to_qiskit(fused)).data - Operator(qc).data).max() < 1e-12
+    # without keep_diagonal the H and the T after it join the diagonal block's qubit 0
+    mixed = fuse(gc, 2, keep_diagonal=False)
+    assert np.abs(Operator(_to_qiskit(mixed)).data - Operator(qc).data).max() < 1e-12
+
+
+def test_diagonal_fused_gate_becomes_hyper_indices():
+    """A fused diagonal gate still simplifies to hyper-indices in the network (quimb's D)."""
+    from qsimdist.frontends import amplitude_network
+    from qsimdist.planner.simplify import simplify
+
+    qc = QuantumCircuit(3)
+    qc.h([0, 1, 2])
+    qc.cz(0, 1)
+    qc.cp(0.4, 1, 2)
+    qc.t(0)
+    qc.h([0, 1, 2])
+    fused = fuse(load(qc), 2, keep_diagonal=True)
+    assert any(g.name == "fused_diagonal" for g in fused.gates)
+    net = simplify(amplitude_network(fused, "***"), "D", skip_cheap=False)
+    counts: dict = {}
+    for term in net.inputs:
+        for i in term:
+            counts[i] = counts.get(i, 0) + 1
+    assert max(counts.values()) >= 3  # an index shared by three or more tensors
+    import qsimdist
+
+    res = qsimdist.amplitudes(fused, "***", dtype="complex128", method="tensor-network")
+    assert np.abs(res.values[0] - Statevector(qc).data).max() < 1e-10
+
+
+def test_invalid_width_is_refused():
+    gc = load(_circuit(0))
+    with pytest.raises(InvalidInputError, match="max_qubits"):
+        fuse(gc, 0)
+    with pytest.raises(InvalidInputError, match="max_qubits"):
+        fusion_blocks(gc, 13)
+
+
+def test_blocks_respect_qubit_order():
+    """Every qubit's gates appear in the fused blocks in circuit order."""
+    gc = load(_circuit(3, n=6))
+    for k in (2, 3, 4):
+        blocks = fusion_blocks(gc, k, keep_diagonal=False)
+        seen = sorted(i for b in blocks for i in b.gates)
+        assert seen == list(range(len(gc.gates)))
+        last = {q: -1 for q in range(gc.n_qubits)}
+        for b in blocks:
+            for i in sorted(b.gates):
+                for q in gc.gates[i].qubits:
+                    assert i > last[q]
+            for i in b.gates:
+                for q in gc.gates[i].qubits:
+                    last[q] = max(last[q], i)
+
+
+def test_choose_fusion_predicts_and_fuses():
+    gc = load(_circuit(1, n=6))
+    width, seconds = predict_statevector(gc)
+    fused, info, predicted = choose_fusion(gc)
+    assert width in (2, 3, 4, 5) and info.max_qubits == width and predicted == seconds > 0
+    assert info.gates_before == len(gc.gates) and info.gates_after == len(fused.gates)
+    state = sv.simulate(6, fused.gates, fused.global_phase, "complex128")
+    assert np.abs(state - Statevector(_circuit(1, n=6)).data).max() < 1e-10
+
+
+@pytest.mark.parametrize("dtype,tol", [("complex128", 1e-10), ("complex64", 1e-5)])
+@pytest.mark.parametrize("compiled", [True, False])
+def test_statevector_kernel_matches_qiskit(dtype, tol, compiled, monkeypatch):
+    if not compiled:  # the numpy fallback used without numba
+        monkeypatch.setattr(sv, "_KERNELS", {"dense": None, "diagonal": None})
+    for seed in range(3):
+        qc = _circuit(seed, n=6)
+        gc = load(qc)
+        ref = Statevector(qc).data
+        for k in (1, 3, 5):
+            fused = fuse(gc, k, keep_diagonal=False)
+            state = sv.simulate(6, fused.gates, fused.global_phase, dtype)
+            assert state.dtype == np.dtype(dtype)
+            assert np.abs(state - ref).max() / np.linalg.norm(ref) < tol
+
+
+def test_reading_amplitudes_from_the_state():
+    qc = _circuit(2, n=5)
+    ref = Statevector(qc).data
+    state = sv.simulate(5, load(qc).gates, qc.global_phase)
+    bits = ["00000", "10110", "11111", "01001"]
+    assert np.allclose(sv.bitstring_amplitudes(state, bits, "qiskit"),
+                       [ref[int(b, 2)] for b in bits], atol=1e-12)
+    assert np.allclose(sv.bitstring_amplitudes(state, bits, "natural"),
+                       [ref[int(b[::-1], 2)] for b in bits], atol=1e-12)
+    # pattern "1*0*1" in Qiskit order: qubits 3 and 1 open, qubit 3 the most significant
+    per_qubit = list(reversed("1*0*1"))
+    got = sv.pattern_amplitudes(state, per_qubit, [3, 1])
+    want = [ref[int(f"1{a}0{b}1", 2)] for a in "01" for b in "01"]
+    assert np.allclose(got, want, atol=1e-12)
+
+
+def test_is_diagonal():
+    assert is_diagonal(np.diag([1, 1j]))
+    assert not is_diagonal(np.array([[1, 1e-300], [0, 1]]))
