@@ -231,14 +231,21 @@ def render(result: dict, images: dict[str, Path], base: Path,
         for r in result["end_to_end"]:
             med = r["median_s"]
             vq, va = r.get("vs_quimb", {}), r.get("vs_qiskit-aer", {})
-            rows.append([r["case"], str(r["n_qubits"]), _f(med.get("qsimdist"), ".3f"),
+            tq = r.get("tensor_network_vs_quimb", {})
+            route = r.get("qsimdist_route", {}).get("qsimdist", "tensor-network")
+            rows.append([r["case"], str(r["n_qubits"]),
+                         f"{_f(med.get('qsimdist'), '.3f')} ({route})",
+                         _f(med.get("qsimdist (tensor network)"), ".3f"),
                          _f(med.get("quimb"), ".3f"), _f(med.get("qiskit-aer"), ".3f"),
                          f"**{_f(vq.get('speedup_median_of_pairwise'))}**",
+                         _f(tq.get("speedup_median_of_pairwise")),
                          _f(va.get("speedup_median_of_pairwise")),
                          ", ".join(f"{k} {x:.1e}" for k, x in r["relative_difference"].items()),
                          "; ".join(f"{k}: {x}" for k, x in r["skipped"].items()) or "—"])
-        lines += _table(["case", "qubits", "qsimdist (s)", "quimb (s)", "Aer (s)",
-                         "vs quimb", "vs Aer", "rel. diff. to qsimdist", "not run"], rows)
+        lines += _table(["case", "qubits", "qsimdist (s, route)",
+                         "qsimdist tensor network forced (s)", "quimb (s)", "Aer (s)",
+                         "vs quimb", "tensor network vs quimb", "vs Aer",
+                         "rel. diff. to qsimdist", "not run"], rows)
     if result["mpi"]:
         lines += ["", "**Distributed against slice-only under MPI** (n30m14, one amplitude, a "
                   "per-rank memory limit below the largest intermediate; "
