@@ -11,9 +11,11 @@ brickwork cone grows at most one qubit per layer on each side).
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -443,3 +445,31 @@ def test_auto_method_by_predicted_cost():
     wide = ExpectationEngine()
     expectation_values(brickwork(24, 2, seed=3), ["I" * 22 + "ZZ", "ZZ" + "I" * 22], engine=wide)
     assert wide.stats.doubled_terms == 2
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec not found (qsimdist[mpi])")
+def test_cli_expect_under_mpiexec_equals_single_process():
+    """Two ranks (plans made on rank 0, distributed executor) print what one process prints."""
+    root = Path(__file__).resolve().parents[1]
+    args = [sys.executable, "-m", "qsimdist", "expect", "circuits/rqc_3x4_m8.qsim",
+            "-O", "ZZIIIIIIIIII", "-O", "IIIIIXYIIIII", "-O", "ZIIIIIIIIIIX", "--json"]
+    one = subprocess.run(args, capture_output=True, text=True, cwd=root, timeout=240)
+    two = subprocess.run(["mpiexec", "-n", "2", *args], capture_output=True, text=True,
+                         cwd=root, timeout=240)
+    assert one.returncode == 0 and two.returncode == 0, two.stderr[-2000:]
+    a, b = json.loads(one.stdout), json.loads(two.stdout)  # rank 0 alone printed
+    assert [e["observable"] for e in a["expectations"]] == [e["observable"]
+                                                          for e in b["expectations"]]
+    for x, y in zip(a["expectations"], b["expectations"]):
+        assert abs(x["value"] - y["value"]) <= 1e-12
+    gc = load(root / "circuits" / "rqc_3x4_m8.qsim")
+    psi = numpy_state(gc)
+    for e in a["expectations"]:  # and both equal a plain state vector
+        term = parse_term(e["observable"], gc.n_qubits)
+        phi = psi
+        for q, op in zip(term.qubits, term.ops):
+            m = {"X": [[0, 1], [1, 0]], "Y": [[0, -1j], [1j, 0]], "Z": [[1, 0], [0, -1]]}[op]
+            phi = np.moveaxis(np.tensordot(np.array(m), phi, axes=([1], [q])), 0, q)
+        assert abs(e["value"] - np.vdot(psi, phi).real) <= 1e-10
