@@ -331,6 +331,24 @@ def _inside_qsimdist() -> Iterator[None]:
         _STATE.depth = depth
 
 
+def plan_network(net: Network, dtype: str, memory_limit: int | None,
+                 path_options: PathOptions) -> Plan:
+    """A Plan for ``net``; one or two tensors take their only path without a search.
+
+    Under the :func:`use` hook quimb hands over many tiny contractions (its
+    simplification steps); a forced path keeps them from searching and from
+    filling the path cache. A plan over the memory limit is searched and
+    sliced as usual.
+    """
+    from .planner.plan import build_plan, make_plan
+
+    if net.num_tensors <= 2:
+        plan = build_plan(net, [(0, 1)] if net.num_tensors == 2 else [], (), dtype)
+        if memory_limit is None or plan.stats.peak_bytes <= memory_limit:
+            return plan
+    return make_plan(net, dtype=dtype, memory_limit=memory_limit, path_options=path_options)
+
+
 def run_network(net: Network, options: ContractOptions,
                 compute_dtype: str) -> tuple[np.ndarray, Plan]:
     """Plan and execute ``net`` (its arrays) with qsimdist; the result (NumPy) and the plan.
@@ -340,7 +358,6 @@ def run_network(net: Network, options: ContractOptions,
     broadcast, and run distributed (every rank returns the whole result).
     """
     from .api import check_plan_fits
-    from .planner.plan import make_plan
     from .planner.simplify import simplify
 
     limit = options.resolved_memory_limit()
@@ -349,7 +366,7 @@ def run_network(net: Network, options: ContractOptions,
         if options.simplify_sequence:
             net = simplify(net, options.simplify_sequence)
         if options.resolved_executor() == "local":
-            plan = make_plan(net, dtype=compute_dtype, memory_limit=limit, path_options=popts)
+            plan = plan_network(net, compute_dtype, limit, popts)
             check_plan_fits(plan, limit if limit is not None else "none")
             out = plan.execute(backend=options.backend)
         else:
@@ -359,7 +376,7 @@ def run_network(net: Network, options: ContractOptions,
             prof = profile_for(options.profile or "local-cpu", limit)
 
             def build():
-                one = make_plan(net, dtype=compute_dtype, memory_limit=None, path_options=popts)
+                one = plan_network(net, compute_dtype, None, popts)
                 return distribute(one, prof, comm.Get_size())
 
             plan = plan_on_root(build, comm)
@@ -679,6 +696,7 @@ __all__ = [
     "hook_active",
     "peps_local_expectation",
     "peps_norm",
+    "plan_network",
     "prepare",
     "run_network",
     "use",

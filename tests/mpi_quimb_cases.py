@@ -50,6 +50,12 @@ def main() -> None:
     errors["hyper_scalar"] = rel(qq.contract(tn, output_inds=(), **opts),
                                  tn.contract(all, output_inds=(), optimize="greedy"))
 
+    # two tensors (the forced path), an open index
+    pair = qtn.TensorNetwork(tn.tensors[:2])
+    got = qq.contract(pair, **dict(opts, memory_limit="64MiB"))
+    ref2 = pair.contract(all, optimize="greedy")
+    errors["two_tensors"] = rel(got.data, ref2.data) if got.inds == ref2.inds else float("inf")
+
     # PEPS 4x4, D=3: the norm and a local <Z>; the schedule the norm ran with
     peps = qtn.PEPS.rand(4, 4, bond_dim=3, seed=1, dtype="complex128")
     norm_tn = peps.make_norm(layer_tags=None)

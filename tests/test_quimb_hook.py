@@ -15,7 +15,7 @@ import quimb.tensor as qtn
 import quimb.tensor.tensor_core as quimb_core
 
 import qsimdist.quimb as qq
-from qsimdist.errors import InvalidInputError
+from qsimdist.errors import InvalidInputError, PlanError
 from qsimdist.network import Network, save_network
 
 RTOL = 1e-10
@@ -118,6 +118,20 @@ def test_sliced_plan_equals_quimb():
     assert plan.stats.n_slices > 1
     assert close(qq.contract(norm, output_inds=(), memory_limit="24KiB"),
                  norm.contract(all, output_inds=(), optimize="auto-hq"))
+
+
+def test_two_tensors_take_the_forced_path_within_the_memory_limit():
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=(64, 64)), rng.normal(size=(64, 64))
+    prepared = qq.prepare([a, b], [("i", "j"), ("j", "k")], ("k", "i"))
+    values, plan = qq.run_network(prepared.network, qq.ContractOptions(memory_limit="1GiB"),
+                                  "complex128")
+    assert plan.stats.n_slices == 1 and plan.path == [(0, 1)]
+    assert close(values, (a @ b).T)
+    # over the limit, the forced plan is not taken: the planner slices or refuses in one line
+    tight = qq.ContractOptions(memory_limit=plan.stats.peak_bytes // 2)
+    with pytest.raises(PlanError, match="memory limit .* is too small"):
+        qq.run_network(prepared.network, tight, "complex128")
 
 
 def test_errors_are_one_line_qsimdist_errors():
@@ -357,7 +371,7 @@ def test_under_mpiexec_two_ranks_equal_quimb():
     assert res["ranks"] == 2 and len(res["per_rank"]) == 2
     for rank in res["per_rank"]:  # every rank holds the whole result
         assert set(rank["errors"]) >= {"hyper_tensor", "hyper_scalar", "peps_norm", "peps_z",
-                                       "circuit_psi", "circuit_sharded", "hook"}
+                                       "circuit_psi", "circuit_sharded", "hook", "two_tensors"}
         for name, err in rank["errors"].items():
             assert err <= RTOL, (name, err)
         assert rank["routed"] == 1
