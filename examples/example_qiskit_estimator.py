@@ -65,5 +65,9 @@ def main() -> None:
     assert abs(evs[29] - exact) < 1e-10
 
 
+def test_example() -> None:
+    main()
+
+
 if __name__ == "__main__":
     main()
