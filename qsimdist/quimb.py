@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -331,22 +333,57 @@ def _inside_qsimdist() -> Iterator[None]:
         _STATE.depth = depth
 
 
+#: plans kept for reuse by networks of the same structure and index names (most recent last)
+_PLANS: OrderedDict = OrderedDict()
+_PLANS_LOCK = threading.Lock()
+#: how many plans :data:`_PLANS` keeps
+PLAN_CACHE_SIZE = 64
+
+
+def clear_plan_cache() -> None:
+    """Forget the plans kept for reuse (see :func:`plan_network`)."""
+    with _PLANS_LOCK:
+        _PLANS.clear()
+
+
 def plan_network(net: Network, dtype: str, memory_limit: int | None,
                  path_options: PathOptions) -> Plan:
-    """A Plan for ``net``; one or two tensors take their only path without a search.
+    """A Plan for ``net``, reused when a network of the same structure was planned before.
 
-    Under the :func:`use` hook quimb hands over many tiny contractions (its
-    simplification steps); a forced path keeps them from searching and from
-    filling the path cache. A plan over the memory limit is searched and
-    sliced as usual.
+    quimb users contract the same network many times (a loop over parameters,
+    the hook inside an optimiser), so up to :data:`PLAN_CACHE_SIZE` plans are
+    kept, keyed by the exact inputs, output, sizes, dtype and search options;
+    a kept plan serves while its peak fits ``memory_limit`` and it is either
+    unsliced or was made under the same limit. One or two tensors take their
+    only path without a search (quimb's simplification hands the hook many
+    such contractions); a plan over the memory limit is searched and sliced
+    as usual.
     """
     from .planner.plan import build_plan, make_plan
 
+    key = (net.inputs, net.output, tuple(sorted(net.size_dict.items())), dtype,
+           json.dumps(path_options.key(), sort_keys=True, default=list))
+    with _PLANS_LOCK:
+        known = _PLANS.get(key)
+        if known is not None:
+            _PLANS.move_to_end(key)
+    if known is not None:
+        plan, made_under = known
+        if (memory_limit is None or plan.stats.peak_bytes <= memory_limit) and (
+                plan.stats.n_slices == 1 or made_under == memory_limit):
+            return dataclasses.replace(plan, network=net, meta=dict(net.meta))
+    plan = None
     if net.num_tensors <= 2:
         plan = build_plan(net, [(0, 1)] if net.num_tensors == 2 else [], (), dtype)
-        if memory_limit is None or plan.stats.peak_bytes <= memory_limit:
-            return plan
-    return make_plan(net, dtype=dtype, memory_limit=memory_limit, path_options=path_options)
+        if memory_limit is not None and plan.stats.peak_bytes > memory_limit:
+            plan = None
+    if plan is None:
+        plan = make_plan(net, dtype=dtype, memory_limit=memory_limit, path_options=path_options)
+    with _PLANS_LOCK:
+        _PLANS[key] = (plan, memory_limit)
+        while len(_PLANS) > PLAN_CACHE_SIZE:
+            _PLANS.popitem(last=False)
+    return plan
 
 
 def run_network(net: Network, options: ContractOptions,
@@ -689,6 +726,7 @@ __all__ = [
     "ContractOptions",
     "HookStats",
     "PreparedNetwork",
+    "clear_plan_cache",
     "contract",
     "contract_arrays",
     "default_output",

@@ -134,6 +134,24 @@ def test_two_tensors_take_the_forced_path_within_the_memory_limit():
         qq.run_network(prepared.network, tight, "complex128")
 
 
+def test_plans_are_reused_for_the_same_structure():
+    qq.clear_plan_cache()
+    tn = qtn.TN_rand_reg(10, 3, D=2, seed=8, dtype="complex128")
+    prepared = qq.prepare([t.data for t in tn], [t.inds for t in tn], (), None)
+    opts = qq.ContractOptions(memory_limit="1GiB")
+    v1, p1 = qq.run_network(prepared.network, opts, "complex128")
+    tn2 = tn.copy()
+    tn2.randomize_(seed=9)  # same structure, other values: the plan is reused, not the values
+    prepared2 = qq.prepare([t.data for t in tn2], [t.inds for t in tn2], (), None)
+    v2, p2 = qq.run_network(prepared2.network, opts, "complex128")
+    assert p2.steps is p1.steps and p2.network is prepared2.network
+    assert close(v2, tn2.contract(all, optimize="greedy")) and not close(v2, v1)
+    # a limit the kept plan does not fit makes a new (sliced) plan
+    tight = qq.ContractOptions(memory_limit=p1.stats.peak_bytes // 2)
+    v3, p3 = qq.run_network(prepared2.network, tight, "complex128")
+    assert p3.steps is not p1.steps and p3.stats.n_slices > 1 and close(v3, v2)
+
+
 def test_errors_are_one_line_qsimdist_errors():
     tn = hyper_tn(0)
     with pytest.raises(InvalidInputError, match="hyper-index.*output_inds"):
