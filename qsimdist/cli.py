@@ -521,6 +521,10 @@ from .qiskit.cli_commands import sample as _sample  # noqa: E402
 
 app.command(name="sample")(_sample)
 
+from .qec.command import decode_command as _decode  # noqa: E402
+
+app.command(name="decode")(_decode)
+
 
 def _under_mpi() -> bool:
     """Started by mpiexec with more than one rank."""

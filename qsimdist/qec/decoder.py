@@ -1,0 +1,242 @@
+"""Exact maximum-likelihood decoding of stim detector error models by contraction.
+
+:class:`MLDecoder` builds the decoding network of :mod:`qsimdist.qec.network`
+once, with an open *batch* index of ``batch_size`` shots, plans it once, and
+then, for every chunk of shots, only replaces the syndrome arrays and runs the
+same plan (``dataclasses.replace(plan, network=...)``). One contraction thus
+serves a whole chunk: the work that does not depend on the syndrome (subtrees
+without a syndrome tensor) is done once per chunk instead of once per shot,
+and the executor's per-step overhead is shared by the chunk. The last chunk is
+padded with all-zero syndromes, so a single plan serves every shot.
+
+:func:`decode` returns ``P(observables = l | syndrome)`` per shot, normalised
+so each row sums to 1; column ``l`` has observable ``k``'s flip as bit ``k``
+(observable 0 is the least significant bit). A syndrome that has probability
+zero under the model (a detector that no mechanism flips, set to 1) gets a
+row of NaN, and :func:`predict` predicts no flip for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import numpy as np
+
+from ..config import format_bytes, parse_memory
+from ..errors import InvalidInputError, PlanError
+from ..planner.path import PathOptions, slice_path
+from ..planner.plan import Plan, build_plan, make_plan
+from .network import (
+    ErrorModel,
+    build_network,
+    check_syndromes,
+    error_model,
+    load_dem,
+    sweep_path,
+    with_syndromes,
+)
+
+#: default number of shots one contraction serves
+DEFAULT_BATCH = 128
+#: default peak memory of one chunk's contraction (the plan slices to fit)
+DEFAULT_MEMORY = "1GiB"
+#: probabilities are real but the executors run complex dtypes; complex128 keeps rtol 1e-10
+DTYPE = "complex128"
+#: how the one contraction path is found
+PATHS = ("sweep", "search")
+
+
+class MLDecoder:
+    """A maximum-likelihood decoder for one detector error model, planned once.
+
+    Args:
+        dem: a ``stim.DetectorErrorModel``, a ``stim.Circuit``, or the path of a
+            ``.dem`` or ``.stim`` file.
+        batch_size: shots per contraction (the extent of the open batch index);
+            default :data:`DEFAULT_BATCH`, lowered to the number of shots of the
+            first call when that is smaller.
+        memory_limit: peak memory of one contraction, e.g. ``"1GiB"`` (the plan
+            slices to fit); default :data:`DEFAULT_MEMORY`.
+        path_options: a :class:`~qsimdist.planner.path.PathOptions` or a dict of
+            its fields, for the one path search.
+        backend: array library for the executor (``"numpy"`` or ``"cupy"``).
+        path: ``"sweep"`` (default) contracts along :func:`~qsimdist.qec.network.sweep_path`,
+            a detector-by-detector sweep made in milliseconds; ``"search"`` runs
+            cotengra's hyper-optimiser (:func:`~qsimdist.planner.plan.make_plan`),
+            which on these hyper-index-heavy networks is slow (minutes for the
+            d=3 circuit-level model) and found a costlier path there.
+
+    Attributes:
+        model: the merged error mechanisms.
+        plan: the plan every chunk runs (``None`` before the first call).
+        stats: ``plans`` made, ``contractions`` run, ``shots`` decoded,
+            ``batch_size``, ``plan_seconds``, ``execute_seconds``, ``flops`` per
+            contraction, ``peak_bytes``.
+    """
+
+    def __init__(
+        self,
+        dem: object,
+        *,
+        batch_size: int | None = None,
+        memory_limit: str | int | None = None,
+        path_options: PathOptions | dict | None = None,
+        backend: str = "numpy",
+        path: str = "sweep",
+    ) -> None:
+        if path not in PATHS:
+            raise InvalidInputError(f"unknown path {path!r}; valid: {', '.join(PATHS)}")
+        self.path = path
+        if batch_size is not None and (
+            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
+        ):
+            raise InvalidInputError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        if isinstance(path_options, dict):
+            try:
+                path_options = PathOptions(**path_options)
+            except TypeError as exc:
+                raise InvalidInputError(f"bad path_options: {exc}") from None
+        self.model: ErrorModel = error_model(load_dem(dem))
+        self.batch_size = batch_size
+        self.memory_limit = parse_memory(memory_limit if memory_limit is not None
+                                         else DEFAULT_MEMORY)
+        self.path_options = path_options
+        self.backend = backend
+        self.plan: Plan | None = None
+        self.stats: dict = {"plans": 0, "contractions": 0, "shots": 0, "batch_size": None,
+                            "plan_seconds": 0.0, "execute_seconds": 0.0, "flops": None,
+                            "peak_bytes": None}
+
+    @property
+    def num_detectors(self) -> int:
+        return self.model.num_detectors
+
+    @property
+    def num_observables(self) -> int:
+        return self.model.num_observables
+
+    # ------------------------------------------------------------------ planning
+    def prepare(self, shots: int) -> Plan:
+        """Make the one plan (for chunks of ``min(batch_size, shots)`` shots) if not made yet."""
+        if self.plan is not None:
+            return self.plan
+        batch = self.batch_size or min(DEFAULT_BATCH, max(shots, 1))
+        t0 = time.perf_counter()
+        net = build_network(self.model, batch=batch)
+        if self.path == "search":
+            self.plan = make_plan(net, dtype=DTYPE, memory_limit=self.memory_limit,
+                                  path_options=self.path_options)
+        else:
+            self.plan = _sweep_plan(net, self.model, self.memory_limit)
+        self.batch_size = batch
+        self.stats.update(plans=self.stats["plans"] + 1, batch_size=batch,
+                          plan_seconds=time.perf_counter() - t0, flops=self.plan.stats.flops,
+                          peak_bytes=self.plan.stats.peak_bytes)
+        return self.plan
+
+    # ------------------------------------------------------------------ decoding
+    def joint_probabilities(self, syndromes: object) -> np.ndarray:
+        """``P(syndrome, observables = l)`` per shot, shape ``(shots, 2**num_observables)``.
+
+        Not normalised: a row sums to the probability of its syndrome.
+        """
+        bits = check_syndromes(syndromes, self.num_detectors)
+        shots = bits.shape[0]
+        width = 1 << self.num_observables
+        out = np.empty((shots, width))
+        if shots == 0:
+            return out
+        plan = self.prepare(shots)
+        batch = self.batch_size
+        for start in range(0, shots, batch):
+            chunk = bits[start:start + batch]
+            n = chunk.shape[0]
+            if n < batch:  # pad with all-zero syndromes: the plan's batch extent is fixed
+                chunk = np.concatenate([chunk, np.zeros((batch - n, bits.shape[1]), bool)])
+            run = dataclasses.replace(plan, network=with_syndromes(plan.network, chunk))
+            t0 = time.perf_counter()
+            value = np.asarray(run.execute(backend=self.backend))
+            if self.backend != "numpy":  # a cupy array
+                value = value.get() if hasattr(value, "get") else np.asarray(value)
+            self.stats["execute_seconds"] += time.perf_counter() - t0
+            self.stats["contractions"] += 1
+            out[start:start + n] = value.reshape(batch, width)[:n].real
+        self.stats["shots"] += shots
+        return out
+
+    def probabilities(self, syndromes: object) -> np.ndarray:
+        """``P(observables = l | syndrome)`` per shot, rows summing to 1 (NaN: impossible)."""
+        joint = self.joint_probabilities(syndromes)
+        total = joint.sum(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(total > 0, joint / np.where(total > 0, total, 1.0), np.nan)
+
+    def predict(self, syndromes: object) -> np.ndarray:
+        """The most likely observable flips per shot, ``(shots, num_observables)`` uint8."""
+        return outcome_bits(self.probabilities(syndromes), self.num_observables)
+
+
+def _sweep_plan(net, model: ErrorModel, memory_limit: int | None) -> Plan:
+    """The plan along the detector sweep, sliced (along the same path) to fit ``memory_limit``."""
+    ssa = sweep_path(net, model)
+    plan = build_plan(net, ssa, (), DTYPE)
+    if memory_limit is None or plan.stats.peak_bytes <= memory_limit:
+        return plan
+    itemsize = np.dtype(DTYPE).itemsize
+    out_elems = math.prod(net.size_dict[i] for i in net.output)
+    target = max(out_elems, memory_limit // (3 * itemsize))
+    while True:
+        try:
+            sliced = slice_path(net, ssa, target)
+        except PlanError:
+            break
+        plan = build_plan(net, ssa, sliced, DTYPE)
+        if plan.stats.peak_bytes <= memory_limit or target <= out_elems:
+            break
+        target = max(out_elems, target // 2)
+    if plan.stats.peak_bytes > memory_limit:
+        raise PlanError(
+            f"the decoding network needs {format_bytes(plan.stats.peak_bytes)} per contraction, "
+            f"over the memory limit {format_bytes(memory_limit)}; lower batch_size or raise "
+            "memory_limit"
+        )
+    return plan
+
+
+def outcome_bits(probabilities: np.ndarray, num_observables: int) -> np.ndarray:
+    """Per row, the bits of the most likely column (bit ``k`` = observable ``k``);
+    a row of NaN (an impossible syndrome) gives all zeros."""
+    probs = np.nan_to_num(np.asarray(probabilities), nan=-1.0)
+    best = np.argmax(probs, axis=1) if probs.shape[1] else np.zeros(len(probs), dtype=int)
+    shifts = np.arange(num_observables)
+    return ((best[:, None] >> shifts[None, :]) & 1).astype(np.uint8)
+
+
+def decode(dem: object, syndromes: object, **options) -> np.ndarray:
+    """Per shot, the probability of every logical-observable outcome given its syndrome.
+
+    Args:
+        dem: a ``stim.DetectorErrorModel``, a ``stim.Circuit``, or the path of a
+            ``.dem`` or ``.stim`` file.
+        syndromes: ``(shots, num_detectors)`` detector bits (bool or 0/1), or one
+            shot's ``(num_detectors,)`` bits.
+        **options: :class:`MLDecoder` options (``batch_size``, ``memory_limit``,
+            ``path``, ``path_options``, ``backend``).
+
+    Returns:
+        ``(shots, 2**num_observables)`` float64, normalised per shot: entry
+        ``[s, l]`` is ``P(observables = l | syndrome s)`` with observable ``k``
+        as bit ``k`` of ``l``. Rows of syndromes the model cannot produce are NaN.
+    """
+    return MLDecoder(dem, **options).probabilities(syndromes)
+
+
+def predict(dem: object, syndromes: object, **options) -> np.ndarray:
+    """The most likely observable flips per shot: ``(shots, num_observables)`` uint8,
+    as pymatching's ``decode_batch`` returns them. Options as for :func:`decode`."""
+    return MLDecoder(dem, **options).predict(syndromes)
+
+
+__all__ = ["MLDecoder", "decode", "outcome_bits", "predict"]
