@@ -52,7 +52,11 @@ CHAIN_MAX_OUTPUT = 1 << 20
 CHAIN_MAX_BATCH = 128
 #: plans a Contractor keeps (least recently used dropped first)
 PLAN_CACHE_SIZE = 128
-METHODS = ("auto", "marginal", "doubled-marginal", "chain")
+METHODS = ("auto", "marginal", "doubled-marginal", "chain", "rejection")
+#: frugal rejection sampling accepts a candidate x with probability min(1, p(x) 2^n / M)
+REJECTION_M = 12.0
+#: rounds of candidates before frugal rejection sampling gives up
+REJECTION_ROUNDS = 50
 
 
 @dataclass
@@ -358,6 +362,10 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
     if chosen == "chain":
         bits = _sample_chain(circuit, measured, shots, rng, contractor)
         probs: dict = {}
+    elif chosen == "rejection":
+        bits, accepted = _sample_rejection(circuit, measured, shots, rng, contractor)
+        probs = {}
+        notes.update(accepted)
     else:
         u = rng.random(shots)
         p = (_marginal_by_amplitudes(circuit, measured, contractor) if chosen == "marginal"
@@ -380,6 +388,7 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
         contractions=after.contractions - before.contractions,
         plans_made=after.plans_made - before.plans_made,
         plans_reused=after.plans_reused - before.plans_reused,
+        extra={k: v for k, v in notes.items() if k != "light_cone_qubits"},
     )
     return bits, info, probs
 
@@ -448,3 +457,61 @@ def _sample_chain(circuit: GateCircuit, measured: list[int], shots: int,
             bits[who, done:done + g] = _index_bits(idx, g)
         done += g
     return bits
+
+
+def _sample_rejection(circuit: GateCircuit, measured: list[int], shots: int,
+                      rng: np.random.Generator, contractor: Contractor) -> tuple[np.ndarray, dict]:
+    """Frugal rejection sampling (Markov et al. 2018) from batches of amplitudes.
+
+    Candidates are uniform bitstrings of the light cone's qubits, which must
+    all be measured (no marginal to take); each is accepted with probability
+    ``min(1, p(x) 2^n / M)``. This is exact for every ``x`` with
+    ``p(x) <= M / 2^n``; mass above is truncated, which for a Porter-Thomas
+    distribution is ``(1 + M) e^-M`` (1e-4 at ``M = 12``), reported as
+    ``truncated`` when a drawn candidate was over the bound.
+    """
+    gates, cone = light_cone(circuit, measured)
+    if sorted(cone) != sorted(measured):
+        raise InvalidInputError(
+            "rejection sampling needs every qubit of the measured qubits' light cone measured "
+            f"({len(measured)} measured, {len(cone)} in the light cone); use method 'auto'")
+    sub = _sub_circuit(circuit, gates, measured)  # sub-qubit k is measured[k]
+    m = len(measured)
+    bits = np.zeros((shots, m), dtype=np.uint8)
+    filled = candidates = over = 0
+    for _ in range(REJECTION_ROUNDS):
+        need = shots - filled
+        if need <= 0:
+            break
+        batch = int(min(max(2 * REJECTION_M * need, 64), 1 << 16))
+        cand = rng.integers(0, 2, size=(batch, m), dtype=np.uint8)
+        u = rng.random(batch)
+        # qiskit order: the rightmost character is sub-qubit 0
+        labels = ["".join(map(str, row[::-1])) for row in cand.tolist()]
+        amps = _amplitudes_of(sub, labels, contractor)
+        ratio = np.abs(amps) ** 2 * 2.0**m / REJECTION_M
+        over += int(np.count_nonzero(ratio > 1))
+        keep = np.flatnonzero(u < ratio)[:need]
+        bits[filled:filled + keep.size] = cand[keep]
+        filled += keep.size
+        candidates += batch
+    if filled < shots:
+        raise PlanError(
+            f"rejection sampling accepted {filled} of {shots} shots in {candidates} candidates; "
+            "the distribution is far from uniform-like; use method 'auto'")
+    return bits, {"candidates": candidates, "rejection_M": REJECTION_M,
+                  "candidates_over_bound": over,
+                  "truncated": "exact" if over == 0 else "probabilities above M/2^n truncated"}
+
+
+def _amplitudes_of(circuit: GateCircuit, labels: list[str], contractor: Contractor) -> np.ndarray:
+    """Amplitudes of ``labels`` through :func:`qsimdist.amplitudes` (batched contractions)."""
+    from .api import amplitudes
+
+    res = amplitudes(circuit, labels, dtype=contractor.dtype,
+                     memory_limit="none" if contractor.limit is None else contractor.limit,
+                     executor=contractor.executor, profile=contractor.profile,
+                     comm=contractor.comm)
+    contractor.stats.contractions += int(res.stats.get("contractions", 0))
+    contractor.stats.predicted_flops += float(res.stats.get("flops", 0.0))
+    return np.asarray(res.amplitudes, dtype=np.complex128)

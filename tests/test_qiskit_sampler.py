@@ -245,6 +245,24 @@ def test_chain_and_doubled_methods_match_exact():
         assert_chisquare(counts_of(res), probs, SHOTS)
 
 
+def test_frugal_rejection_sampling_matches_exact():
+    qc = random_circuit(10, 10, max_operands=2, seed=5, measure=False)
+    pv = Statevector(qc).probabilities()
+    probs = {format(i, "010b"): float(p) for i, p in enumerate(pv) if p > 1e-14}
+    qc.measure_all()
+    shots = 1500
+    res = SamplerV2(seed=3, options={"method": "rejection"}).run([qc], shots=shots).result()[0]
+    info = res.metadata["sampling"]
+    assert info["method"] == "rejection" and info["candidates"] >= shots
+    assert_chisquare(res.data.meas.get_counts(), probs, shots)
+    partial = QuantumCircuit(3, 1)
+    partial.h(0)
+    partial.cx(0, 1)
+    partial.measure(1, 0)  # qubit 0 is in the light cone but not measured
+    with pytest.raises(QsimdistError, match="rejection sampling needs"):
+        SamplerV2(options={"method": "rejection"}).run([partial]).result()
+
+
 def test_same_seed_same_bits_and_shapes_match_reference():
     a, b = Parameter("a"), Parameter("b")
     q = QuantumRegister(3)

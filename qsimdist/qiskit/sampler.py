@@ -302,4 +302,6 @@ def _summary(infos: list) -> dict:
         "ancillas": max(i.extra.get("ancillas", 0) for i in infos),
         "cost_note": first["cost_note"],
     }
+    if len(infos) == 1:  # method-specific numbers (e.g. rejection sampling's candidates)
+        out.update({k: v for k, v in first.items() if k not in out})
     return out
