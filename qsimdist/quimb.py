@@ -84,8 +84,9 @@ class ContractOptions:
             none; output indices are always kept).
         path_options: :class:`~qsimdist.PathOptions` or a dict of its fields.
         max_time, max_repeats: path-search budget (override ``path_options``).
-        executor: ``"local"``, ``"mpi"``, or ``None``: ``"mpi"`` when a
-            ``profile`` or ``comm`` is given, else ``"local"``.
+        executor: ``"local"``, ``"mpi"``, or ``None``: ``"mpi"`` when a ``comm``
+            is given, or a ``profile`` under mpiexec (more than one rank), else
+            ``"local"``.
         profile: hardware profile the distributed plan is made for (default
             ``"local-cpu"`` under ``executor="mpi"``).
         comm: MPI communicator (default ``MPI.COMM_WORLD``).
@@ -179,9 +180,17 @@ class ContractOptions:
         return opts
 
     def resolved_executor(self) -> str:
+        """``executor``, or by default ``"mpi"`` with a ``comm``, or with a ``profile`` when
+        launched under mpiexec (more than one rank), else ``"local"``."""
         if self.executor is not None:
             return self.executor
-        return "mpi" if (self.profile is not None or self.comm is not None) else "local"
+        if self.comm is not None:
+            return "mpi"
+        if self.profile is not None:
+            from .executors.mpi import launched_under_mpi
+
+            return "mpi" if launched_under_mpi() else "local"
+        return "local"
 
 
 def _dtype_name(dtype: Any) -> str:

@@ -152,6 +152,18 @@ def test_plans_are_reused_for_the_same_structure():
     assert p3.steps is not p1.steps and p3.stats.n_slices > 1 and close(v3, v2)
 
 
+def test_executor_follows_the_launch(monkeypatch):
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE",
+                "MV2_COMM_WORLD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    assert qq.ContractOptions(profile="local-cpu").resolved_executor() == "local"
+    assert qq.ContractOptions().resolved_executor() == "local"
+    monkeypatch.setenv("PMI_SIZE", "2")
+    assert qq.ContractOptions(profile="local-cpu").resolved_executor() == "mpi"
+    assert qq.ContractOptions().resolved_executor() == "local"
+    assert qq.ContractOptions(profile="local-cpu", executor="local").resolved_executor() == "local"
+
+
 def test_errors_are_one_line_qsimdist_errors():
     tn = hyper_tn(0)
     with pytest.raises(InvalidInputError, match="hyper-index.*output_inds"):
