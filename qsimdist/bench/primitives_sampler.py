@@ -63,6 +63,49 @@ def _circuits() -> dict:
     return out
 
 
+def _wide(shots: int, as_json: bool) -> dict:
+    """Cold (new sampler, empty path caches) and warm calls on circuits too wide for a vector."""
+    import numpy as np
+    from qiskit import QuantumCircuit
+
+    import qsimdist.planner.path as path_module
+    from qsimdist.qiskit import SamplerV2
+
+    ghz = QuantumCircuit(40)
+    ghz.h(0)
+    for i in range(39):
+        ghz.cx(i, i + 1)
+    ghz.measure_all()
+    rng = np.random.default_rng(1)
+    brick = QuantumCircuit(30)
+    for d in range(4):
+        for q in range(30):
+            brick.ry(rng.uniform(0, 2 * np.pi), q)
+            brick.rz(rng.uniform(0, 2 * np.pi), q)
+        for q in range(d % 2, 29, 2):
+            brick.cz(q, q + 1)
+    brick.measure_all()
+    rows = {}
+    for name, qc in (("ghz40", ghz), ("brickwork30_d4", brick)):
+        with tempfile.TemporaryDirectory() as cache:
+            os.environ["QSIMDIST_CACHE_DIR"] = cache
+            path_module._MEMORY_CACHE.clear()
+            sampler = SamplerV2(seed=1)
+            cold = _time(sampler, (qc,), shots)
+            warm = _time(sampler, (qc,), shots)
+            info = sampler.run([qc], shots=shots).result()[0].metadata["sampling"]
+        rows[name] = {"cold": cold, "warm": warm, "method": info["method"],
+                      "contractions": info["contractions"],
+                      "predicted_flops": info["predicted_flops"]}
+        if not as_json:
+            print(f"{name:<15} {info['method']:<7} cold {cold:8.2f} s  warm {warm:8.2f} s  "
+                  f"{info['contractions']} contractions, predicted {info['predicted_flops']:.3g} "
+                  f"FLOPs, shots={shots}", flush=True)
+    if as_json:
+        print(json.dumps(rows, indent=1))
+    return rows
+
+
 def _time(sampler, pub, shots: int) -> float:
     """Seconds of one ``sampler.run([pub], shots=shots).result()``."""
     t = time.perf_counter()
@@ -75,7 +118,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--shots", type=int, default=1000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--wide", action="store_true",
+                        help="instead: qsimdist alone on wide circuits (GHZ-40, 30-qubit brickwork "
+                        "of depth 4), cold and warm, with the method and predicted FLOPs")
     args = parser.parse_args(argv)
+    if args.wide:
+        return _wide(args.shots, args.json)
 
     from qiskit import transpile
     from qiskit.primitives import StatevectorSampler
