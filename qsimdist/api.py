@@ -44,6 +44,8 @@ _SECONDS_PER_GATE = 2e-3
 _BATCH_PLAN_SHARE = 4
 _BATCH_OUTPUT_SHARE = 16
 
+#: widest circuit the statevector route takes (2^40 amplitudes: 16 TiB in complex128)
+MAX_STATEVECTOR_QUBITS = 40
 #: amplitude routes: ``auto`` picks one by predicted cost
 METHODS = ("auto", "statevector", "tensor-network")
 #: seconds per gate a tensor-network contraction spends at least (building the network,
@@ -108,10 +110,11 @@ def choose_route(circuit, bitstrings: str | Sequence[str], *, order: str = "qisk
                  contractions: int | None = None) -> RouteChoice:
     """The route :func:`amplitudes` takes for these arguments (nothing is contracted).
 
-    ``statevector`` where the state (and its workspace) fits the memory limit
-    and its predicted time is below the tensor-network route's (per
-    contraction: greedy path cost plus a per-gate floor; the TN estimate is
-    skipped where the floor alone already loses). ``executor="mpi"`` always
+    ``statevector`` where the state (and its workspace) fits a quarter of the
+    memory limit (the reserve a batch qsimdist chooses keeps) and its
+    predicted time is below the tensor-network route's (per contraction:
+    greedy path cost plus a per-gate floor; the TN estimate is skipped where
+    the floor alone already loses). ``executor="mpi"`` always
     takes the tensor-network route.
     """
     from .executors.statevector import statevector_bytes
@@ -131,13 +134,16 @@ def choose_route(circuit, bitstrings: str | Sequence[str], *, order: str = "qisk
         return RouteChoice("tensor-network", f"executor {executor!r}")
     need = statevector_bytes(gc.n_qubits, dtype)
     bound, _ = _allowed(memory_limit)
-    fits = gc.n_qubits <= 40 and (bound is None or need <= bound)
     if method == "tensor-network":
         return RouteChoice("tensor-network", "requested", statevector_bytes=need)
-    if not fits:
-        if method == "statevector":
-            check_fits(need, memory_limit, f"the statevector of {gc.n_qubits} qubits ({dtype})")
-            raise PlanError(f"the statevector of {gc.n_qubits} qubits is too large")
+    if method == "statevector":
+        if gc.n_qubits > MAX_STATEVECTOR_QUBITS:
+            raise PlanError(f"the statevector of {gc.n_qubits} qubits is too large (at most "
+                            f"{MAX_STATEVECTOR_QUBITS} qubits); use method 'tensor-network'")
+        check_fits(need, memory_limit, f"the statevector of {gc.n_qubits} qubits ({dtype})")
+    # a route qsimdist chooses keeps the reserve a chosen batch keeps (see _plan_batch)
+    elif gc.n_qubits > MAX_STATEVECTOR_QUBITS or (
+            bound is not None and need > bound // _BATCH_PLAN_SHARE):
         return RouteChoice("tensor-network", "the statevector does not fit the memory limit",
                            statevector_bytes=need)
     width, sv = predict_statevector(gc, FUSION_WIDTHS)

@@ -197,7 +197,8 @@ def amplitude(
         return
     s = res.stats
     typer.echo(
-        f"# {len(res)} amplitude(s), {s['contractions']} contraction(s), "
+        f"# {len(res)} amplitude(s), {s.get('method', 'tensor-network')} route, "
+        f"{s['contractions']} contraction(s), "
         f"{s['flops']:.3e} flops, plan {s['plan_seconds']:.2f}s, execute "
         f"{s['execute_seconds']:.2f}s, peak {format_bytes(s['peak_bytes'])}",
         err=True,
