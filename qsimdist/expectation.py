@@ -330,19 +330,24 @@ _PAULI_ACTION = {
 
 
 def pauli_on_state(state: np.ndarray, conj_state: np.ndarray, axes: Sequence[int],
-                   ops: str) -> float:
+                   ops: str, probabilities: np.ndarray | None = None) -> float:
     """``Re <s|P|s>`` for a Pauli string (``ops`` from ``X Y Z``) in two passes over the state.
 
     ``<s|P|s> = sum_x conj(s[x ^ f]) phase(x) s[x]``, the flip ``f`` being a
     reversed view of the axes holding X or Y and the phase a product of one
     length-2 vector per axis of the term. One product ``s[x ^ f] conj(s[x])``
     (with ``conj_state`` computed once per state), summed over the axes outside
-    the term, leaves ``2^k`` numbers for the phases.
+    the term, leaves ``2^k`` numbers for the phases. A diagonal term (Z only)
+    sums ``probabilities`` (``|s|^2``, real) instead, when given.
     """
     pairs = sorted(zip(axes, ops))
     flipped = [j for j, op in pairs if _PAULI_ACTION[op][0]]
-    view = np.flip(state, axis=flipped) if flipped else state
-    prod = np.multiply(view, conj_state)
+    if flipped:
+        prod = np.multiply(np.flip(state, axis=flipped), conj_state)
+    elif probabilities is not None:  # diagonal term: |s|^2, computed once per state
+        prod = probabilities
+    else:
+        prod = (state * conj_state).real
     inside = {j for j, _ in pairs}
     others = tuple(j for j in range(state.ndim) if j not in inside)
     reduced = prod.sum(axis=others) if others else prod
@@ -560,11 +565,14 @@ class ExpectationEngine:
             state = self._contract(key, state_network(circuit, qubits, kept), t0)
             state = state.reshape((2,) * len(local)).astype(np.complex128, copy=False)
             conj_state = state.conj()
+            probabilities = None
+            if sum(1 for i in live if set(terms[i].ops) == {"Z"}) > 1:
+                probabilities = (state * conj_state).real
             for i in live:
                 t = terms[i]
                 axes = [local[q] for q in t.qubits]
                 if set(t.ops) <= set(_PAULI_ACTION):
-                    values[i] = pauli_on_state(state, conj_state, axes, t.ops)
+                    values[i] = pauli_on_state(state, conj_state, axes, t.ops, probabilities)
                 else:
                     values[i] = term_on_state(state, axes, t.ops)
             st.state_terms += len(live)
