@@ -82,6 +82,19 @@ class QsimdistBackend(BackendV2):
                          description="exact tensor-network sampler (qsimdist)",
                          backend_version=_VERSION)
         self._target = _target()
+        self._contractors: dict = {}
+
+    def _contractor(self, opts: SamplerOptions):
+        """One Contractor per (dtype, memory limit, executor, profile): plans live across runs."""
+        from ..sampling import Contractor
+
+        key = (opts.dtype, str(opts.memory_limit), opts.resolved_executor(), str(opts.profile))
+        found = self._contractors.get(key)
+        if found is None:
+            found = self._contractors[key] = Contractor(
+                dtype=opts.dtype, memory_limit=opts.memory_limit, executor=key[2],
+                profile=opts.profile)
+        return found
 
     @property
     def target(self):
@@ -118,11 +131,7 @@ class QsimdistBackend(BackendV2):
             raise InvalidInputError(f"shots must be a positive int, got {shorten(shots)}")
         sampler_opts = SamplerOptions(dtype=opts["dtype"], memory_limit=opts["memory_limit"],
                                       method=opts["method"], profile=opts["profile"])
-        from ..sampling import Contractor
-
-        contractor = Contractor(dtype=sampler_opts.dtype, memory_limit=sampler_opts.memory_limit,
-                                executor=sampler_opts.resolved_executor(),
-                                profile=sampler_opts.profile)
+        contractor = self._contractor(sampler_opts)
         seed = opts["seed_simulator"]
         if seed is None:
             seed = int(np.random.SeedSequence().entropy % (1 << 63))
