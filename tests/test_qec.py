@@ -214,3 +214,21 @@ def test_cli_round_trip_and_errors(tmp_path, capsys):
         assert rc == 2 and err.startswith("qsimdist: error:") and err.count("\n") == 1, err
     with pytest.raises(CircuitParseError):
         decode(str(tmp_path / "bad.stim"), det)
+
+
+def test_chosen_batch_shrinks_to_fit_the_memory_limit():
+    dem = stim.DetectorErrorModel(_dem_text(TINY))
+    syn = _all_syndromes(2)[[0, 1, 2, 3, 3, 2, 1, 0, 1, 2]]
+    one = MLDecoder(dem, batch_size=1)
+    ref = one.joint_probabilities(syn)
+    dec = MLDecoder(dem, memory_limit=one.stats["peak_bytes"])
+    np.testing.assert_allclose(dec.joint_probabilities(syn), ref, rtol=1e-10)
+    assert dec.stats["batch_size"] < 10 and dec.stats["peak_bytes"] <= one.stats["peak_bytes"]
+    assert dec.stats["plans"] == 1
+
+
+def test_model_without_observables_gives_one_column():
+    dem = stim.DetectorErrorModel("error(0.1) D0\nerror(0.2) D0 D1\n")
+    probs = decode(dem, _all_syndromes(2))
+    np.testing.assert_allclose(probs, 1.0)
+    assert predict(dem, _all_syndromes(2)).shape == (4, 0)

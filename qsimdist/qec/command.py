@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -59,7 +60,9 @@ def decode_command(
     syndromes: Path = typer.Option(
         ..., "--syndromes", help="Detector bits in stim's 01 format, one shot per line."
     ),
-    batch_size: int = typer.Option(128, "--batch-size", help="Shots per contraction."),
+    batch_size: Optional[int] = typer.Option(
+        None, "--batch-size", help="Shots per contraction (default: up to 128, to fit 1 GiB)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """Maximum-likelihood logical-observable flips for each syndrome in --syndromes.
@@ -71,7 +74,7 @@ def decode_command(
 
     from .decoder import MLDecoder, outcome_bits
 
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise InvalidInputError(f"--batch-size must be >= 1, got {batch_size}")
     decoder = MLDecoder(str(model_file), batch_size=batch_size)
     bits = read_syndromes(syndromes, decoder.num_detectors)

@@ -119,17 +119,29 @@ class MLDecoder:
 
     # ------------------------------------------------------------------ planning
     def prepare(self, shots: int) -> Plan:
-        """Make the one plan (for chunks of ``min(batch_size, shots)`` shots) if not made yet."""
+        """Make the one plan (for chunks of ``min(batch_size, shots)`` shots) if not made yet.
+
+        With ``batch_size`` left to qsimdist, a batch whose unsliced sweep plan
+        would peak over the memory limit is halved (down to one shot) before
+        any index is sliced: a smaller batch costs nothing per shot, slicing does.
+        """
         if self.plan is not None:
             return self.plan
+        chosen = self.batch_size is None
         batch = self.batch_size or min(DEFAULT_BATCH, max(shots, 1))
         t0 = time.perf_counter()
-        net = build_network(self.model, batch=batch)
         if self.path == "search":
+            net = build_network(self.model, batch=batch)
             self.plan = make_plan(net, dtype=DTYPE, memory_limit=self.memory_limit,
                                   path_options=self.path_options)
         else:
-            self.plan = _sweep_plan(net, self.model, self.memory_limit)
+            net = build_network(self.model, batch=batch)
+            ssa = sweep_path(net, self.model)  # the same path for every batch extent
+            while chosen and batch > 1 and self.memory_limit is not None and build_plan(
+                    net, ssa, (), DTYPE).stats.peak_bytes > self.memory_limit:
+                batch //= 2
+                net = build_network(self.model, batch=batch)
+            self.plan = _sweep_plan(net, ssa, self.memory_limit)
         self.batch_size = batch
         self.stats.update(plans=self.stats["plans"] + 1, batch_size=batch,
                           plan_seconds=time.perf_counter() - t0, flops=self.plan.stats.flops,
@@ -178,9 +190,9 @@ class MLDecoder:
         return outcome_bits(self.probabilities(syndromes), self.num_observables)
 
 
-def _sweep_plan(net, model: ErrorModel, memory_limit: int | None) -> Plan:
-    """The plan along the detector sweep, sliced (along the same path) to fit ``memory_limit``."""
-    ssa = sweep_path(net, model)
+def _sweep_plan(net, ssa, memory_limit: int | None) -> Plan:
+    """The plan along the sweep path ``ssa``, sliced (along the same path) to fit
+    ``memory_limit``."""
     plan = build_plan(net, ssa, (), DTYPE)
     if memory_limit is None or plan.stats.peak_bytes <= memory_limit:
         return plan
