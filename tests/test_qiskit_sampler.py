@@ -186,6 +186,27 @@ def test_dynamic_circuits_chi_square(seed):
     assert_chisquare(counts_of(res), probs, SHOTS)
 
 
+def test_parametrised_dynamic_circuit_lowered_once_bound_per_value():
+    a, b = Parameter("a"), Parameter("b")
+    qc = QuantumCircuit(QuantumRegister(3, "q"), ClassicalRegister(4, "c"))
+    qc.ry(a, 0)
+    qc.cx(0, 1)
+    qc.measure(0, 3)
+    with qc.if_test((qc.clbits[3], 1)) as else_:
+        qc.rx(b, 2)  # a parametrised gate under classical control
+    with else_:
+        qc.ry(a + b, 1)
+    qc.reset(0)
+    qc.ry(b, 0)
+    qc.measure([0, 1, 2], [0, 1, 2])
+    values = np.array([[0.4, 1.3], [2.0, 0.7], [1.1, 2.9]])
+    res = SamplerV2(seed=6).run([(qc, values)], shots=SHOTS).result()[0]
+    assert res.data.c.shape == (3,)
+    for k, row in enumerate(values):
+        exact = branch_distribution(qc.assign_parameters(row))
+        assert_chisquare(res.data.c.get_counts(k), exact, SHOTS)
+
+
 def test_teleportation_like_feedforward_with_register_condition():
     q = QuantumRegister(3, "q")
     m = ClassicalRegister(2, "m")

@@ -66,6 +66,7 @@ class _Lowering:
         self.sources: list[int | None] = [None] * qc.num_clbits
         self.ops: list[tuple[object, tuple[int, ...]]] = []  # (gate, physical qubits)
         self.dynamic = False
+        self.allow_parameters = False
         # for each top-level position, the logical qubits some later instruction uses
         # (other than barrier, delay and measure): a measurement of any other qubit is final
         used_later: list[frozenset[int]] = [frozenset()] * len(qc.data)
@@ -159,7 +160,7 @@ class _Lowering:
                     f"non-unitary instruction {where}; supported: unitary gates, measure, reset, "
                     "barrier, delay, if_test / IfElseOp on a clbit or register"
                 )
-            if op.is_parameterized():
+            if op.is_parameterized() and not self.allow_parameters:
                 names = ", ".join(sorted(str(p) for p in op.params if hasattr(p, "parameters")))
                 raise UnsupportedInstructionError(
                     f"instruction {where} has unbound parameters {names}; bind them first"
@@ -239,8 +240,11 @@ def _condition_bits(op) -> list:
     return []
 
 
-def lower_circuit(qc) -> LoweredCircuit:
+def lower_circuit(qc, allow_parameters: bool = False) -> LoweredCircuit:
     """Rewrite a (bound) Qiskit circuit as a unitary circuit plus its clbit sources.
+
+    ``allow_parameters=True`` lowers a parametrised circuit as a template (its
+    gates keep their parameters; bind the result's ``circuit`` afterwards).
 
     Raises:
         UnsupportedInstructionError: for loops, switch, conditions on classical
@@ -249,7 +253,7 @@ def lower_circuit(qc) -> LoweredCircuit:
     """
     from qiskit import QuantumCircuit
 
-    if qc.parameters:
+    if qc.parameters and not allow_parameters:
         names = ", ".join(sorted(p.name for p in qc.parameters))
         first = next((f" (first in {inst.operation.name!r} at position {pos})"
                       for pos, inst in enumerate(qc.data)
@@ -259,6 +263,7 @@ def lower_circuit(qc) -> LoweredCircuit:
             "with assign_parameters()"
         )
     state = _Lowering(qc)
+    state.allow_parameters = allow_parameters
     state.walk(qc, list(range(qc.num_qubits)), list(range(qc.num_clbits)), [], top=True)
     out = QuantumCircuit(state.n_physical, global_phase=qc.global_phase, name=qc.name)
     for gate, qubits in state.ops:

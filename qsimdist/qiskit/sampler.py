@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
@@ -31,7 +32,7 @@ from qiskit.primitives import BaseSamplerV2
 
 from ..errors import InvalidInputError, shorten
 from ..sampling import METHODS, Contractor, sample_bits
-from .dynamic import lower_circuit
+from .dynamic import LoweredCircuit, lower_circuit
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,12 @@ class SamplerV2(BaseSamplerV2):
         clbit_of = {creg.name: [circuit.find_bit(b).index for b in creg] for creg in registers}
         infos = []
         amplitudes: dict = {}
+        template = _lowered_template(circuit, pub) if bound.size > 1 else None
+        if template is not None:  # lowered once, bound per parameter set
+            bound = pub.parameter_values.bind_all(template.circuit)
         for index, one in np.ndenumerate(bound):
+            if template is not None:
+                one = dataclasses.replace(template, circuit=one)
             drawn = sample_circuit(one, pub.shots, rng, contractor, self._options.method)
             infos.append(drawn.info)
             for creg in registers:
@@ -256,12 +262,29 @@ class DrawnSample:
     bits: np.ndarray
 
 
+def _lowered_template(circuit, pub) -> LoweredCircuit | None:
+    """``circuit`` lowered once with its parameters kept, or ``None`` when that cannot be
+    bound per parameter set (then every binding is lowered on its own)."""
+    if not circuit.parameters:
+        return None
+    try:
+        template = lower_circuit(circuit, allow_parameters=True)
+        if set(template.circuit.parameters) != set(circuit.parameters):
+            return None
+        return template
+    except Exception:  # noqa: BLE001 - e.g. a gate that cannot be controlled symbolically
+        return None
+
+
 def sample_circuit(circuit, shots: int, rng: np.random.Generator, contractor: Contractor,
                    method: str = "auto") -> DrawnSample:
-    """Draw ``shots`` values of every clbit of a bound Qiskit circuit (dynamic ones included)."""
+    """Draw ``shots`` values of every clbit of a bound Qiskit circuit (dynamic ones included).
+
+    ``circuit`` may also be a :class:`LoweredCircuit` already (bound).
+    """
     from ..frontends.qiskit_circuit import from_qiskit
 
-    lowered = lower_circuit(circuit)
+    lowered = circuit if isinstance(circuit, LoweredCircuit) else lower_circuit(circuit)
     gc = from_qiskit(lowered.circuit)
     sources = lowered.clbit_sources
     measured = sorted({q for q in sources if q is not None})
