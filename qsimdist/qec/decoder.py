@@ -56,7 +56,8 @@ class MLDecoder:
             ``.dem`` or ``.stim`` file.
         batch_size: shots per contraction (the extent of the open batch index);
             default :data:`DEFAULT_BATCH`, lowered to the number of shots of the
-            first call when that is smaller.
+            first call when that is smaller and halved while the plan would
+            peak over ``memory_limit``.
         memory_limit: peak memory of one contraction, e.g. ``"1GiB"`` (the plan
             slices to fit); default :data:`DEFAULT_MEMORY`.
         path_options: a :class:`~qsimdist.planner.path.PathOptions` or a dict of
