@@ -74,11 +74,16 @@ def test_json_schema_and_values(bench_result, tmp_path):
 
     ref = _statevector(bundled_circuit("ghz_n5.qasm"))[0]
     assert complex(*e2e["amplitude"]) == pytest.approx(ref, abs=1e-6)
-    assert set(e2e["median_s"]) == {"qsimdist", "quimb", "qiskit-aer"}
+    assert {"qsimdist", "quimb", "qiskit-aer"} <= set(e2e["median_s"])
     assert all(v < 1e-5 for v in e2e["relative_difference"].values())
+    assert e2e["qsimdist_route"]["qsimdist"] in ("statevector", "tensor-network")
+    if "qsimdist (tensor network)" in e2e["median_s"]:  # the route forced where it is offered
+        assert e2e["qsimdist_route"]["qsimdist (tensor network)"] == "tensor-network"
+        assert "qsimdist (tensor network)" in e2e["relative_difference"]
 
     (pl,) = r["planning"]
     assert all(pl["replan_path_from_cache"]) and pl["same_cost_when_replanned"]
+    assert pl["cold_path_from_cache"] is False
     (fa,) = r["first_amplitude"]
     assert set(fa["wall_s"]) == {"cold", "warm_caches"}
 

@@ -386,8 +386,9 @@ def same_path(case: Case, spec: SuiteSpec, ceilings: dict, data: Path, scratch: 
     n = n_qubits_of(path)
     pattern = pattern_for(n, case.open_qubits)
     t = time.perf_counter()
+    # path cache off: the planning comparison below must find no path of this run cached
     plan = qsimdist.plan(str(path), bitstrings=pattern, order="natural",
-                         path_options=_path_options(spec, cache=True), memory_limit=None)
+                         path_options=_path_options(spec, cache=False), memory_limit=None)
     plan_s = time.perf_counter() - t
     tree, arrays = plan.contraction_tree()
     times, results = interleaved(
@@ -528,7 +529,8 @@ def planning(case: Case, spec: SuiteSpec, data: Path, scratch: Path,
             hits.append(bool(warm.stats.path_from_cache))
         tick()
     return {"case": case.label, "file": str(path), "n_qubits": n,
-            "plan_cold_cache_s": cold_s, "replan_warm_cache_s": warm_s,
+            "plan_cold_cache_s": cold_s, "cold_path_from_cache": bool(cold.stats.path_from_cache),
+            "replan_warm_cache_s": warm_s,
             "replan_warm_cache_median_s": statistics.median(warm_s),
             "replan_path_from_cache": hits, "log10_cost": cold.stats.log10_cost,
             "same_cost_when_replanned": bool(abs(warm.stats.log10_cost - cold.stats.log10_cost)
@@ -608,7 +610,9 @@ def mpi_comparison(ranks: int, spec: SuiteSpec, data: Path, scratch: Path,
     pred = raw["predicted_seconds"]
     meas = raw["measured_seconds"]
     return {
-        "ranks": ranks, "command": " ".join(["mpiexec", *cmd[1:]]), "wall_s": wall,
+        "ranks": ranks, "wall_s": wall,
+        "command": f"mpiexec -n {ranks} python -m mpi4py -m qsimdist.bench.mpi --data {data} "
+                   f"--repeats {spec.mpi_repeats}",
         "E_P_measured": raw["measured_E_2"], "R_P": raw["R_2"],
         "E_P_over_R_P": raw["E_2_over_R_2"],
         "E_P_predicted": pred["slice_only"] / pred["distributed"],
