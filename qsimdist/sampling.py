@@ -314,11 +314,13 @@ def choose_method(circuit: GateCircuit, measured: list[int]) -> tuple[str, dict]
         "marginal": 8.0 * 2.0**c * work if c <= MARGINAL_MAX_QUBITS else math.inf,
         "doubled-marginal": 16.0 * 2.0**m * work if m <= DOUBLED_MAX_QUBITS else math.inf,
     }
+    shown = {k: v for k, v in predicted.items() if math.isfinite(v)}
+    notes = {"light_cone_qubits": c, "predicted_selection_work": shown}
     if c > MARGINAL_MAX_QUBITS and m > DOUBLED_MAX_QUBITS:
-        return "chain", {"light_cone_qubits": c}
+        return "chain", notes
     # the amplitude marginal is one plain contraction; prefer it on ties
     method = min(("marginal", "doubled-marginal"), key=lambda k: (predicted[k], k != "marginal"))
-    return method, {"light_cone_qubits": c}
+    return method, notes
 
 
 def _draw(p: np.ndarray, u: np.ndarray) -> np.ndarray:
