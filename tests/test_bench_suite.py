@@ -19,7 +19,7 @@ from qsimdist.cli import main
 from qsimdist.errors import InvalidInputError
 
 SPEC = suite.SuiteSpec(
-    name="tiny", repeats=2, search_repeats=2,
+    name="tiny", repeats=1, search_repeats=2,
     same_path=(suite.Case("rqc_3x4_m8", "bundled:rqc_3x4_m8.qasm", 2),
                suite.Case("absent", "shared:circuits/no_such_circuit.qsim")),
     end_to_end=(suite.Case("ghz_n5", "bundled:ghz_n5.qasm"),),
