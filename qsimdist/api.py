@@ -51,6 +51,9 @@ METHODS = ("auto", "statevector", "tensor-network")
 #: seconds per gate a tensor-network contraction spends at least (building the network,
 #: a greedy path, lifetime ordering) — the bound below which no TN estimate is needed
 _TN_SECONDS_PER_GATE = 5e-5
+#: ... and per gate where the network is too large to skip simplification (quimb's
+#: simplification of square_root_7 measured 8.7 s for 7,660 gates, BENCHMARKS.md section 6)
+_TN_SIMPLIFY_SECONDS_PER_GATE = 1e-3
 #: multiply-adds per second assumed for a tensor-network contraction (the path planner's
 #: constant, so that the route, like the path, is the same on every machine)
 _TN_RATE = 1e9
@@ -80,19 +83,52 @@ class RouteChoice:
         return dataclasses.asdict(self)
 
 
-def _tn_seconds(gc: GateCircuit, pattern: str, order: str, contractions: int) -> float:
-    """Predicted seconds of the tensor-network route: per contraction, the greedy path's
-    multiply-adds at ``_TN_RATE`` plus a per-gate planning floor."""
+def _tn_floor(n_gates: int, contractions: int) -> float:
+    """Seconds the tensor-network route spends at least, whatever its path costs."""
+    from .planner.simplify import CHEAP_MAX_TENSORS
+
+    per_gate = (_TN_SECONDS_PER_GATE if n_gates <= CHEAP_MAX_TENSORS
+                else _TN_SIMPLIFY_SECONDS_PER_GATE)
+    return contractions * per_gate * max(n_gates, 1)
+
+
+def _greedy_cost(net: Network) -> float:
+    """Multiply-adds of cotengra's greedy path for ``net`` (path only: no ContractionTree)."""
     import cotengra as ctg
 
     from .planner.path import _symbolic
 
-    fused = _fuse_for_network(gc)
-    net = amplitude_network(fused, pattern, order)
     inputs, output, size_dict, _ = _symbolic(net)
-    tree = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
-    per = float(tree.contraction_cost()) / _TN_RATE + _TN_SECONDS_PER_GATE * len(fused.gates)
-    return contractions * per
+    if len(inputs) < 2:
+        return 0.0
+    path = ctg.array_contract_path(inputs, output, size_dict=size_dict, optimize="greedy")
+    live = [frozenset(t) for t in inputs]
+    keep = set(output)
+    count: dict[str, int] = {}
+    for t in live:
+        for i in t:
+            count[i] = count.get(i, 0) + 1
+    cost = 0.0
+    for a, b in path:
+        a, b = sorted((a, b))
+        x, y = live.pop(b), live.pop(a)
+        union = x | y
+        cost += math.prod(size_dict[i] for i in union)
+        for i in x & y:
+            count[i] -= 1
+        out = frozenset(i for i in union if i in keep or count[i] > 1)
+        for i in union - out:
+            count[i] -= 1
+        live.append(out)
+    return cost
+
+
+def _tn_seconds(gc: GateCircuit, pattern: str, order: str, contractions: int) -> float:
+    """Predicted seconds of the tensor-network route: per contraction, the greedy path's
+    multiply-adds at ``_TN_RATE`` plus the per-gate floor."""
+    fused = _fuse_for_network(gc)
+    cost = _greedy_cost(amplitude_network(fused, pattern, order))
+    return contractions * cost / _TN_RATE + _tn_floor(len(fused.gates), contractions)
 
 
 def _fuse_for_network(gc: GateCircuit) -> GateCircuit:
@@ -156,7 +192,7 @@ def choose_route(circuit, bitstrings: str | Sequence[str], *, order: str = "qisk
             contractions += len(_batches(gc, fixed, dtype, memory_limit))
         elif fixed:
             contractions += 1
-    floor = contractions * _TN_SECONDS_PER_GATE * max(len(gc.gates), 1)
+    floor = _tn_floor(len(gc.gates), contractions)  # (fusion for the network removes ~10%)
     if sv <= floor:
         return RouteChoice("statevector", "predicted below the tensor-network floor", sv, floor,
                            need, width)
