@@ -258,6 +258,19 @@ def test_bad_options_raise():
         EstimatorV2(options={"dtype": "c32"})
     with pytest.raises(InvalidInputError, match="unknown estimator options colour"):
         EstimatorV2(options={"colour": "blue"})
+    with pytest.raises(InvalidInputError, match="valid: auto, doubled, state"):
+        EstimatorV2(options={"method": "fast"})
+
+
+def test_estimator_method_option():
+    qc = random_parametric_circuit(5, 30, 51)
+    values = np.random.default_rng(2).uniform(-1, 1, (2, qc.num_parameters))
+    pub = (qc, ["ZZIII", "IXIYI", "ZIIIX"], values[:, None, :])
+    ref = StatevectorEstimator().run([pub]).result()[0].data.evs
+    for method in ("doubled", "state"):
+        res = EstimatorV2(options={"method": method}).run([pub]).result()[0]
+        np.testing.assert_allclose(res.data.evs, ref, atol=TOL, rtol=0)
+        assert res.metadata["qsimdist"][f"{method}_terms"] == 6
 
 
 # -------------------------------------------------------------- wide circuits

@@ -27,7 +27,7 @@ from qiskit.primitives.containers.estimator_pub import EstimatorPub
 
 from ..config import check_dtype
 from ..errors import InvalidInputError
-from ..expectation import ExpectationEngine, PauliTerm, parse_term
+from ..expectation import METHODS, ExpectationEngine, PauliTerm, parse_term
 from ..frontends.qiskit_circuit import from_qiskit
 from ..planner.path import PathOptions
 
@@ -50,6 +50,10 @@ class EstimatorOptions:
             ``mpi``. Under MPI every rank runs the same pubs in the same order.
         profile: hardware profile the distributed plans are made for (default
             ``local-cpu``).
+        method: ``auto`` (by predicted work), ``doubled`` (one doubled light-cone
+            network per term) or ``state`` (one light-cone state per circuit); see
+            :class:`qsimdist.expectation.ExpectationEngine`.
+        state_max_qubits: widest light-cone state the ``state`` method may open.
     """
 
     dtype: str = "complex128"
@@ -58,9 +62,13 @@ class EstimatorOptions:
     path_options: PathOptions | dict | None = None
     executor: str = "auto"
     profile: str | None = None
+    method: str = "auto"
+    state_max_qubits: int = 20
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtype", check_dtype(self.dtype))
+        if self.method not in METHODS:
+            raise InvalidInputError(f"unknown method {self.method!r}; valid: {', '.join(METHODS)}")
         if self.backend not in BACKEND_CHOICES:
             raise InvalidInputError(
                 f"unknown backend {self.backend!r}; valid: {', '.join(BACKEND_CHOICES)}"
@@ -155,6 +163,7 @@ class EstimatorV2(BaseEstimatorV2):
             self._engine = ExpectationEngine(
                 dtype=o.dtype, memory_limit=o.memory_limit, backend=o.backend,
                 path_options=o.path_options, executor=o.resolved_executor(), profile=o.profile,
+                method=o.method, state_max_qubits=o.state_max_qubits,
             )
         return self._engine
 
@@ -223,9 +232,7 @@ class EstimatorV2(BaseEstimatorV2):
                 ev = rng.normal(ev, precision)
             evs[index] = ev
         after = engine.stats.to_dict()
-        spent = {k: after[k] - before[k] for k in ("terms", "contractions", "plans_made",
-                                                    "plans_reused", "flops", "plan_seconds",
-                                                    "execute_seconds")}
+        spent = {k: after[k] - before[k] for k in after if k != "max_light_cone_qubits"}
         data = DataBin(evs=evs, stds=stds, shape=shape)
         return PubResult(data, metadata={
             "target_precision": precision,
