@@ -50,6 +50,11 @@ CHAIN_GROUP = 8
 CHAIN_MAX_OUTPUT = 1 << 20
 #: most prefixes one chain contraction batches (a wider batch index makes the path worse)
 CHAIN_MAX_BATCH = 128
+#: chain batches of at least this many prefixes are planned unsimplified (gates split at their
+#: operator-Schmidt rank instead), so that every batch of a size shares one plan
+CHAIN_FIXED_STRUCTURE_BATCH = 8
+#: path-search trials for those unsimplified chain networks
+CHAIN_PATH_REPEATS = 8
 #: plans a Contractor keeps (least recently used dropped first)
 PLAN_CACHE_SIZE = 128
 METHODS = ("auto", "marginal", "doubled-marginal", "chain", "rejection")
@@ -113,8 +118,15 @@ class Contractor:
     def rank(self) -> int:
         return 0 if self.comm is None else self.comm.Get_rank()
 
-    def contract(self, net: Network) -> np.ndarray:
-        """Contract ``net`` (simplified first); the result's axes follow ``net.output``."""
+    def contract(self, net: Network, simplify_network: bool = True,
+                 path_options=None) -> np.ndarray:
+        """Contract ``net``; the result's axes follow ``net.output``.
+
+        ``simplify_network``: simplify first (quimb) unless the network is cheap
+        as it is; ``False`` keeps the structure, so that networks differing only
+        in their arrays share one plan. ``path_options``: the path search's
+        budget (:class:`~qsimdist.planner.path.PathOptions`).
+        """
         from .planner.plan import make_plan
         from .planner.simplify import DEFAULT_SEQUENCE, is_cheap, simplify
 
@@ -125,7 +137,7 @@ class Contractor:
             cheap = self.cheap[raw] = is_cheap(net)
             while len(self.cheap) > 4 * PLAN_CACHE_SIZE:
                 self.cheap.pop(next(iter(self.cheap)))
-        if not cheap:
+        if not cheap and simplify_network:
             net = simplify(net, DEFAULT_SEQUENCE, skip_cheap=False)
         key = (net.inputs, net.output, tuple(sorted(net.size_dict.items())))
         known = self.plans.get(key)
@@ -137,13 +149,15 @@ class Contractor:
             from .distributed import distribute, plan_on_root
 
             def build(net=net):
-                one = make_plan(net, dtype=self.dtype, memory_limit=None)
+                one = make_plan(net, dtype=self.dtype, memory_limit=None,
+                                path_options=path_options)
                 return distribute(one, self.profile, self.comm.Get_size())
 
             plan = plan_on_root(build, self.comm)
             self._keep(key, plan)
         else:
-            plan = make_plan(net, dtype=self.dtype, memory_limit=self.limit)
+            plan = make_plan(net, dtype=self.dtype, memory_limit=self.limit,
+                             path_options=path_options)
             self._keep(key, plan)
         options: dict = {}
         if self.executor == "mpi":
@@ -220,8 +234,18 @@ def _sub_circuit(circuit: GateCircuit, gates: list[int], qubits: list[int]) -> G
     return sub
 
 
+def _schmidt_split(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """A two-qubit gate as ``A[o0, i0, r] B[r, o1, i1]`` when its operator-Schmidt rank is < 4."""
+    t = matrix.reshape(2, 2, 2, 2).transpose(0, 2, 1, 3).reshape(4, 4)
+    u, sv, vh = np.linalg.svd(t)
+    rank = int(np.count_nonzero(sv > 1e-12 * max(sv[0], 1e-300)))
+    if rank >= 4:
+        return None
+    return (u[:, :rank] * sv[:rank]).reshape(2, 2, rank), vh[:rank].reshape(rank, 2, 2)
+
+
 def doubled_network(circuit: GateCircuit, open_qubits: list[int], fixed_qubits: list[int] = (),
-                    prefixes: np.ndarray | None = None) -> Network:
+                    prefixes: np.ndarray | None = None, split_gates: bool = False) -> Network:
     """``<psi| P |psi>`` with the light cone cancelled.
 
     ``P`` keeps the ``open_qubits`` open (ket and bra share one index per
@@ -237,7 +261,11 @@ def doubled_network(circuit: GateCircuit, open_qubits: list[int], fixed_qubits: 
     arrays: list[np.ndarray] = []
     size_dict: dict[str, int] = {}
     ket0 = np.array([1.0, 0.0], dtype=complex)
+    size_bonds: dict[str, int] = {}
+    split = {k: _schmidt_split(circuit.gates[k].matrix) for k in gates
+             if len(circuit.gates[k].qubits) == 2} if split_gates else None
     for side, conj in (("k", False), ("b", True)):
+        start = len(inputs)
         wire = {q: f"{side}{q}.0" for q in cone}
         layer = dict.fromkeys(cone, 0)
         for q in cone:
@@ -249,19 +277,27 @@ def doubled_network(circuit: GateCircuit, open_qubits: list[int], fixed_qubits: 
             for q in g.qubits:
                 layer[q] += 1
                 outs.append(f"{side}{q}.{layer[q]}")
-            inputs.append((*outs, *(wire[q] for q in g.qubits)))
-            m = g.matrix.conj() if conj else g.matrix
-            arrays.append(m.reshape((2,) * (2 * len(g.qubits))))
+            pair = split.get(k) if split is not None else None
+            if pair is not None:  # two tensors joined by a bond of the operator-Schmidt rank
+                a, b = pair
+                bond = f"{side}g{k}"
+                size_bonds[bond] = a.shape[-1]
+                inputs.append((outs[0], wire[g.qubits[0]], bond))
+                inputs.append((bond, outs[1], wire[g.qubits[1]]))
+                arrays.extend((a.conj(), b.conj()) if conj else (a, b))
+            else:
+                inputs.append((*outs, *(wire[q] for q in g.qubits)))
+                m = g.matrix.conj() if conj else g.matrix
+                arrays.append(m.reshape((2,) * (2 * len(g.qubits))))
             for q, o in zip(g.qubits, outs):
                 wire[q] = o
         # the last index of every wire is shared by ket and bra: rename it
         final = {wire[q]: f"m{q}" for q in cone}
-        start = len(inputs) - len(gates) - len(cone)
         for t in range(start, len(inputs)):
             inputs[t] = tuple(final.get(i, i) for i in inputs[t])
     for term in inputs:
         for i in term:
-            size_dict[i] = 2
+            size_dict[i] = size_bonds.get(i, 2)
     output = tuple(f"m{q}" for q in open_qubits)
     if fixed_qubits:
         if prefixes is None:
@@ -424,6 +460,12 @@ def _bucket(n: int) -> int:
     return 1 << max(0, int(n - 1).bit_length())
 
 
+def _chain_path_options():
+    from .planner.path import PathOptions
+
+    return PathOptions(max_repeats=CHAIN_PATH_REPEATS, reconfigure=False)
+
+
 def _sample_chain(circuit: GateCircuit, measured: list[int], shots: int,
                   rng: np.random.Generator, contractor: Contractor) -> np.ndarray:
     m = len(measured)
@@ -446,7 +488,15 @@ def _sample_chain(circuit: GateCircuit, measured: list[int], shots: int,
             if done:
                 size = _bucket(chunk.shape[0])
                 padded = np.concatenate([chunk, np.repeat(chunk[:1], size - chunk.shape[0], 0)])
-                out = contractor.contract(doubled_network(circuit, group, prefix_qubits, padded))
+                if size >= CHAIN_FIXED_STRUCTURE_BATCH:
+                    # many prefixes: keep one structure per batch size (plans reused) instead of
+                    # simplifying every batch into a structure of its own
+                    net = doubled_network(circuit, group, prefix_qubits, padded, split_gates=True)
+                    out = contractor.contract(net, simplify_network=False,
+                                              path_options=_chain_path_options())
+                else:
+                    out = contractor.contract(doubled_network(circuit, group, prefix_qubits,
+                                                              padded))
                 cond[a:a + chunk.shape[0]] = np.asarray(out).real.reshape(size, -1)[:chunk.shape[0]]
             else:
                 out = contractor.contract(doubled_network(circuit, group))

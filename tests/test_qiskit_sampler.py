@@ -284,6 +284,23 @@ def test_frugal_rejection_sampling_matches_exact():
         SamplerV2(options={"method": "rejection"}).run([partial]).result()
 
 
+def test_chain_with_batched_prefixes_matches_exact(monkeypatch):
+    """Groups of 3 over 11 qubits: later groups batch many distinct prefixes per contraction
+    (the fixed-structure path with gates split at their operator-Schmidt rank)."""
+    import qsimdist.sampling as sampling
+
+    monkeypatch.setattr(sampling, "CHAIN_GROUP", 3)
+    qc = random_circuit(11, 4, max_operands=2, seed=31, measure=False)
+    pv = Statevector(qc).probabilities()
+    probs = {format(i, "011b"): float(p) for i, p in enumerate(pv) if p > 1e-14}
+    qc.measure_all()
+    res = SamplerV2(seed=2, options={"method": "chain", "dtype": "complex128"}) \
+        .run([qc], shots=SHOTS).result()[0]
+    info = res.metadata["sampling"]
+    assert info["method"] == "chain" and info["contractions"] >= 4
+    assert_chisquare(res.data.meas.get_counts(), probs, SHOTS)
+
+
 def test_same_seed_same_bits_and_shapes_match_reference():
     a, b = Parameter("a"), Parameter("b")
     q = QuantumRegister(3)
