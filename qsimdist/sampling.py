@@ -16,10 +16,12 @@ ran:
 - ``chain``: a chain of conditional marginals over groups of measured qubits.
   Group ``j`` is drawn from ``<psi|P_prefix (x) |x><x|_g|psi>``, the prefix
   drawn so far projected on both sides, again with only the light cone of the
-  prefix and the group. All distinct prefixes of one group go into one
-  contraction through a batch index; plans are reused for every network of the
-  same structure (new arrays in the same plan), so the path search runs once
-  per structure.
+  prefix and the group. The distinct prefixes of one group share contractions
+  through a batch index (up to :data:`CHAIN_MAX_BATCH` each); batches of 8 or
+  more are built with a fixed structure (unsimplified, two-qubit gates split
+  at their operator-Schmidt rank), and plans are reused for every network of
+  the same structure (new arrays in the same plan), so the path search runs
+  once per structure.
 
 Randomness: every uniform number is drawn up front from the caller's
 generator, so the same seed gives the same bitstrings whatever the executor
