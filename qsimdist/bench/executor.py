@@ -1,12 +1,18 @@
 """Executor vs cotengra's own contractor on the same path, side by side.
 
     python -m qsimdist.bench.executor CIRCUIT.qsim [--bitstring B] [--order natural] [--repeats 3]
+        [--untiled] [--steps]
 
 Plans the circuit once (the planning time is reported end to end), then times
 ``Plan.execute`` and ``cotengra.ContractionTree.contract`` on the same SSA path
 and the same complex64 arrays, alternating runs so machine noise hits both.
 Also measures this machine's complex64 GEMM rate to report the achieved
 fraction, and the share of steps with no transposed bytes.
+
+``--untiled`` also times, in the same alternation, the same path planned with
+the tiled kernel switched off (the kernels before it existed), so a before/after
+ratio comes from one run. ``--steps`` runs the plan step by step once more and
+reports seconds and GB/s (bytes read and written over the step's time) per kernel.
 """
 
 from __future__ import annotations
@@ -33,6 +39,41 @@ def gemm_rate(n: int = 2048, dtype: str = "complex64", repeats: int = 3) -> floa
     return 8.0 * n**3 / best
 
 
+def kernel_of(step) -> str:
+    """The kernel a step runs on the CPU: gemm, transpose, broadcast, loop or tiled."""
+    if step.loop:
+        return "tiled" if getattr(step, "tiled", False) else "loop"
+    return step.kernel
+
+
+def kernel_breakdown(plan) -> dict:
+    """Seconds and GB/s per kernel of one step-by-step run of ``plan`` (first slice)."""
+    from qsimdist.executors import kernels, local
+
+    xp, dtype = np, np.dtype(plan.dtype)
+    compiled = kernels.worthwhile(plan.stats.flops)
+    pool = local.BufferPool(xp, dtype, limit=2 * plan.stats.peak_bytes)
+    assignment = {i: 0 for i in plan.sliced}
+    nodes = {k: local.load_leaf(plan, k, assignment, xp, dtype)
+             for k in range(plan.network.num_tensors)}
+    seconds: dict[str, float] = {}
+    moved: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for step in plan.steps:
+        a, b = nodes.pop(step.lhs), nodes.pop(step.rhs)
+        t = time.perf_counter()
+        nodes[step.out] = local.run_step(step, a, b, xp, pool, compiled)
+        kind = kernel_of(step)
+        seconds[kind] = seconds.get(kind, 0.0) + time.perf_counter() - t
+        moved[kind] = moved.get(kind, 0) + step.bytes
+        count[kind] = count.get(kind, 0) + 1
+        pool.put(a)
+        pool.put(b)
+    return {kind: {"steps": count[kind], "seconds": seconds[kind],
+                   "gb_per_s": moved[kind] / max(seconds[kind], 1e-12) / 1e9}
+            for kind in seconds}
+
+
 def main(argv: list[str] | None = None) -> dict:
     import cotengra as ctg
 
@@ -45,6 +86,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--order", default="natural")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-repeats", type=int, default=None)
+    ap.add_argument("--untiled", action="store_true",
+                    help="also time the same path with the tiled kernel switched off")
+    ap.add_argument("--steps", action="store_true", help="per-kernel seconds and GB/s")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -59,7 +103,14 @@ def main(argv: list[str] | None = None) -> dict:
     inputs, output, size_dict, _ = _symbolic(net)
     tree = ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=plan.path)
     arrays = [np.asarray(a, dtype=plan.dtype) for a in net.arrays]
-    t_ours, t_ctg = [], []
+    untiled = None
+    if args.untiled:
+        from qsimdist.planner.lifetime import LocalCosts
+        from qsimdist.planner.plan import build_plan
+
+        untiled = build_plan(net, plan.path, plan.sliced, plan.dtype,
+                             costs=LocalCosts(tiled_byte=float("inf")))
+    t_ours, t_ctg, t_untiled = [], [], []
     ours = theirs = None
     for _ in range(args.repeats):
         t = time.perf_counter()
@@ -68,6 +119,10 @@ def main(argv: list[str] | None = None) -> dict:
         t = time.perf_counter()
         theirs = tree.contract(arrays)
         t_ctg.append(time.perf_counter() - t)
+        if untiled is not None:
+            t = time.perf_counter()
+            untiled.execute()
+            t_untiled.append(time.perf_counter() - t)
     steps = plan.steps
     zero = sum(1 for s in steps if s.transposed_bytes == 0)
     rate = gemm_rate()
@@ -91,6 +146,8 @@ def main(argv: list[str] | None = None) -> dict:
         "cotengra_seconds": t_ctg,
         "speedup_vs_cotengra": best_ctg / best_ours,
         "speedup_vs_cotengra_median": statistics.median(t_ctg) / statistics.median(t_ours),
+        "speedup_vs_cotengra_pairwise_median": statistics.median(
+            c / o for c, o in zip(t_ctg, t_ours)),
         "openblas_thread_timeout": os.environ.get("OPENBLAS_THREAD_TIMEOUT"),
         "achieved_gflops": plan.stats.flops / best_ours / 1e9,
         "gemm_gflops_measured": rate / 1e9,
@@ -98,6 +155,18 @@ def main(argv: list[str] | None = None) -> dict:
         "relative_difference": float(abs(complex(np.ravel(ours)[0]) - complex(np.ravel(theirs)[0]))
                                      / abs(complex(np.ravel(theirs)[0]))),
     }
+    if untiled is not None:
+        result["untiled_seconds"] = t_untiled
+        result["untiled_kernel_counts"] = untiled.stats.kernel_counts
+        result["untiled_speedup_vs_cotengra_pairwise_median"] = statistics.median(
+            c / u for c, u in zip(t_ctg, t_untiled))
+        result["tiled_over_untiled_pairwise_median"] = statistics.median(
+            u / o for u, o in zip(t_untiled, t_ours))
+    result["tiled_steps"] = sum(1 for s in steps if getattr(s, "tiled", False))
+    if args.steps:
+        result["kernels"] = kernel_breakdown(plan)
+        if untiled is not None:
+            result["untiled_kernels"] = kernel_breakdown(untiled)
     print(json.dumps(result, indent=1))
     return result
 

@@ -1,4 +1,4 @@
-"""Compiled CPU kernel for broadcast GEMM steps whose inner GEMM is small.
+"""Compiled CPU kernels for broadcast GEMM steps whose inner GEMM is small.
 
 A lifetime-ordered step writes its output in place through views
 ``x (outer..., m, k)``, ``y (outer..., n, k)`` and ``out (outer..., m, n)``,
@@ -8,12 +8,26 @@ index costs far more than the arithmetic, so this kernel runs the whole
 step in one parallel loop: each outer index decodes its operand offsets
 from the strides and computes its small ``m x n`` block directly into the
 output. No operand or output is copied or permuted.
+
+When the two operands share no outer axis and one of them is small (a
+gate), :func:`tiled_gemm` does the same step faster: the large operand's
+rows (``rows x k``, contiguous) times the small operand's rows (``cols x
+k``) is one ordinary GEMM, so BLAS (vectorised) computes it tile by tile
+into a scratch buffer that stays in cache, and a compiled loop scatters
+each tile into the interleaved output. Output offsets separate into a part
+from the large operand's row and a part from the small one's, so the
+scatter needs one small offset table and an odometer over the rows. No
+FLOP is wasted (unlike a Kronecker-expanded GEMM), the large operand is
+read once in order and the output written once, and the tiles split over
+the cores (each tile's GEMM is below OpenBLAS's threading threshold).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -35,6 +49,12 @@ prange = range  # numba.prange once numba is loaded (read when the loop is compi
 _loop = None  # the compiled generic loop (numba dispatcher), made on first use
 _chunk = None  # the compiled serial body of one chunk of outer indices
 _unrolled: dict[tuple[int, int], object] = {}
+_scatter = None  # the compiled scatter of tiled_gemm, made on first use
+_workers: ThreadPoolExecutor | None = None
+
+#: tiled_gemm: output elements per scratch tile (complex64: 1 MiB; 4x smaller measured
+#: slower). The planner's cost model (``LocalCosts.tiled_elements``) assumes this value.
+TILE_ELEMENTS = 131072
 
 
 def available() -> bool:
@@ -172,3 +192,186 @@ def small_gemm(x, y, out, x_view, y_view, out_view) -> None:
         _compiled_unrolled(n, k)(x, y, out, dims, xs, ys, os, m, k, k, 16384)
     else:
         _compiled_loop()(x, y, out, dims, xs, ys, os, m, n, k, k, k, 16384)
+
+
+# ------------------------------------------------------------------ tiled GEMM + scatter
+
+
+def _scatter_rows(tmp, out, row0, nrows, bdims, bos, offs):  # pragma: no cover
+    """``out[off(row) + offs[c]] = tmp[row - row0, c]`` for rows ``row0..row0+nrows-1``.
+
+    Rows enumerate the large operand's outer axes then its inner rows in C
+    order (extents ``bdims``, output strides ``bos``); the innermost axis is
+    walked in runs so each column's writes stay sequential.
+    """
+    nd = bdims.shape[0]
+    pos = np.empty(nd, dtype=np.int64)
+    rem = row0 * 1
+    ob = 0
+    for d in range(nd - 1, -1, -1):
+        pos[d] = rem % bdims[d]
+        rem //= bdims[d]
+        ob += pos[d] * bos[d]
+    ncol = offs.shape[0]
+    inner = bdims[nd - 1]
+    step = bos[nd - 1]
+    t = 0
+    while t < nrows:
+        run = min(inner - pos[nd - 1], nrows - t)
+        for c in range(ncol):
+            oc = ob + offs[c]
+            for q in range(run):
+                out[oc + q * step] = tmp[t + q, c]
+        t += run
+        ob += run * step
+        pos[nd - 1] += run
+        d = nd - 1
+        while d > 0 and pos[d] >= bdims[d]:
+            ob += bos[d - 1] - bos[d] * bdims[d]
+            pos[d] = 0
+            pos[d - 1] += 1
+            d -= 1
+
+
+def _compiled_scatter():
+    global _scatter
+    if _scatter is None:
+        import numba
+
+        _scatter = numba.njit(cache=True, nogil=True)(_scatter_rows)
+    return _scatter
+
+
+def _outer_roles(x_view, y_view, out_view):
+    """Per outer axis of extent > 1: whether x and y vary along it (both: a batch axis)."""
+    outer = out_view[:-2]
+    return [(d, x_view[d] != 1, y_view[d] != 1) for d in range(len(outer)) if outer[d] != 1]
+
+
+def tiled_shape(x_view, y_view, out_view) -> tuple[int, int, int] | None:
+    """``(rows, cols, k)`` of :func:`tiled_gemm` for this step, or None where it does not apply.
+
+    It applies when no outer axis is shared by both operands (no batch axis).
+    ``cols x k`` is the smaller operand, ``rows x k`` the larger.
+    """
+    if any(in_x and in_y for _, in_x, in_y in _outer_roles(x_view, y_view, out_view)):
+        return None
+    k = x_view[-1]
+    nx, ny = math.prod(x_view) // max(k, 1), math.prod(y_view) // max(k, 1)
+    return (max(nx, ny), min(nx, ny), k)
+
+
+_blas_local_threads: object = False  # ctypes function, None when unavailable; False: not looked up
+
+
+def _blas_thread_setter():
+    """OpenBLAS's ``openblas_set_num_threads_local`` (per calling thread), or None.
+
+    Each tile's GEMM is tiny: woken OpenBLAS workers cost far more than the
+    arithmetic (measured 7x slower with them on a loaded 2-core machine), so
+    the tiles run single-threaded BLAS, two tiles at a time on two threads.
+    """
+    global _blas_local_threads
+    if _blas_local_threads is False:
+        _blas_local_threads = None
+        import ctypes
+        import glob
+
+        libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+        for path in sorted(glob.glob(os.path.join(libs, "*openblas*"))):
+            try:
+                fn = ctypes.CDLL(path).openblas_set_num_threads_local
+            except (OSError, AttributeError):
+                continue
+            fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+            _blas_local_threads = fn
+            break
+    return _blas_local_threads
+
+
+def _threads() -> int:
+    if not _HAVE_NUMBA:
+        return 1
+    import numba
+
+    return max(1, min(os.cpu_count() or 1, numba.get_num_threads()))
+
+
+def tiled_gemm(x, y, out, x_view, y_view, out_view, tile: int | None = None) -> None:
+    """:func:`small_gemm`'s contraction as row-tiled BLAS GEMMs scattered into place.
+
+    Needs no outer axis shared by ``x`` and ``y`` (see :func:`tiled_shape`),
+    C-contiguous ``x``, ``y`` and ``out``. ``tile``: rows per GEMM (default:
+    :data:`TILE_ELEMENTS` output elements per tile).
+    """
+    shape = tiled_shape(x_view, y_view, out_view)
+    if shape is None:
+        raise ValueError("tiled_gemm needs operands that share no outer axis")
+    if not out.flags.c_contiguous:
+        raise ValueError("tiled_gemm needs a C-contiguous output")
+    if out.size == 0:
+        return
+    if x_view[-1] == 0:  # an empty sum
+        out[...] = 0
+        return
+    outer = tuple(out_view[:-2])
+    m, n, k = out_view[-2], out_view[-1], x_view[-1]
+    o_strides = np.zeros(len(outer), dtype=np.int64)
+    stride = m * n
+    for d in range(len(outer) - 1, -1, -1):
+        o_strides[d] = stride
+        stride *= outer[d]
+    roles = _outer_roles(x_view, y_view, out_view)
+    x_is_small = math.prod(x_view) <= math.prod(y_view)
+    if x_is_small:  # small rows (x outer..., i), large rows (y outer..., j)
+        s, b, p, q, p_step, q_step = x, y, m, n, n, 1
+        s_axes = [d for d, in_x, _ in roles if in_x]
+        b_axes = [d for d, in_x, _ in roles if not in_x]
+    else:
+        s, b, p, q, p_step, q_step = y, x, n, m, 1, n
+        s_axes = [d for d, _, in_y in roles if in_y]
+        b_axes = [d for d, _, in_y in roles if not in_y]
+    offs = np.zeros(1, dtype=np.int64)
+    for d in s_axes:
+        offs = (offs[:, None] + np.arange(outer[d], dtype=np.int64) * o_strides[d]).ravel()
+    offs = (offs[:, None] + np.arange(p, dtype=np.int64) * p_step).ravel()
+    bdims = np.asarray([outer[d] for d in b_axes] + [q], dtype=np.int64)
+    bos = np.asarray([o_strides[d] for d in b_axes] + [q_step], dtype=np.int64)
+    s2 = s.reshape(-1, k)
+    b2 = b.reshape(-1, k)
+    st = np.ascontiguousarray(s2.T)
+    rows, cols = b2.shape[0], s2.shape[0]
+    flat = out.reshape(-1)
+    tile = tile or max(64, TILE_ELEMENTS // max(cols, 1))
+    scatter = _compiled_scatter()
+    n_tiles = (rows + tile - 1) // tile
+
+    set_blas_threads = _blas_thread_setter()
+
+    def work(first: int, last: int) -> None:
+        buf = np.empty((tile, cols), dtype=out.dtype)
+        before = set_blas_threads(1) if set_blas_threads is not None else 0
+        try:
+            for t in range(first, last):
+                r0 = t * tile
+                r1 = min(rows, r0 + tile)
+                part = buf[: r1 - r0]
+                np.matmul(b2[r0:r1], st, out=part)
+                scatter(part, flat, r0, r1 - r0, bdims, bos, offs)
+        finally:
+            if set_blas_threads is not None:
+                set_blas_threads(before)
+
+    threads = min(_threads(), n_tiles)
+    if threads <= 1:
+        work(0, n_tiles)
+        return
+    global _workers
+    if _workers is None:
+        _workers = ThreadPoolExecutor(max_workers=os.cpu_count() or 2,
+                                      thread_name_prefix="qsimdist-tiled")
+    bounds = [n_tiles * i // threads for i in range(threads + 1)]
+    futures = [_workers.submit(work, bounds[i], bounds[i + 1]) for i in range(1, threads)]
+    work(bounds[0], bounds[1])
+    for f in futures:
+        f.result()

@@ -143,7 +143,10 @@ def run_step(step: Step, a, b, xp, pool: BufferPool, compiled: bool | None = Non
     yv = y.reshape(step.y_view)
     if step.loop and xp is np and compiled:
         out = pool.get(step.out_view)
-        kernels.small_gemm(xv, yv, out, step.x_view, step.y_view, step.out_view)
+        if step.tiled:
+            kernels.tiled_gemm(xv, yv, out, step.x_view, step.y_view, step.out_view)
+        else:
+            kernels.small_gemm(xv, yv, out, step.x_view, step.y_view, step.out_view)
         return out
     expand = step.expand
     if step.loop and not expand:  # no compiled kernel here: BLAS needs one operand expanded

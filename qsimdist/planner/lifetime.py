@@ -59,6 +59,9 @@ class Step:
     expanded_bytes: int = 0  # bytes of a broadcast operand materialised for BLAS (no permutation)
     expand: str = ""  # broadcast kernel: operand ("x"/"y") materialised over the outer axes
     loop: bool = False  # broadcast kernel: run as one compiled loop of small GEMMs (no BLAS)
+    # loop step: run as row-tiled BLAS GEMMs of the large operand by the small one, each
+    # tile scattered into place by a compiled loop (needs no outer axis in both operands)
+    tiled: bool = False
     # transpose kernel: permutations (of each tensor's stored modes) to [batch | own | K]
     # for the operands, and from [batch | x-only | y-only] to the output's layout
     x_perm: tuple[int, ...] = ()
@@ -77,7 +80,8 @@ class Step:
 class Layouts:
     """Result of :func:`lifetime_order`."""
 
-    leaf_modes: list[tuple[Index, ...]]  # per leaf, the stored order (sliced and pre-summed removed)
+    # per leaf, the stored order (sliced and pre-summed modes removed)
+    leaf_modes: list[tuple[Index, ...]]
     leaf_sum: list[tuple[Index, ...]]  # per leaf, modes summed at load
     steps: list[Step]
     death: dict[Index, float]
@@ -201,7 +205,7 @@ def lifetime_order(
 
 def _permute_seconds(size: int, perm: Sequence[int], dims: Sequence[int], itemsize: int,
                      costs: LocalCosts) -> float:
-    """Predicted time to permute ``size`` elements of extents ``dims`` by ``perm`` (read + write)."""
+    """Predicted time to permute ``size`` elements of extents ``dims`` by ``perm`` (read+write)."""
     if tuple(perm) == tuple(range(len(perm))):
         return 0.0
     run = 1  # contiguous elements the permutation moves together: its identity suffix
@@ -241,8 +245,11 @@ class LocalCosts:
     by a strided permutation. A step permutes at run time only when that is
     predicted ``transpose_margin`` times faster than the best permutation-free
     kernel: the lifetime order exists to avoid permutations, and a close call
-    is not worth one. Defaults were fitted on a 2-core x86 machine
-    (BENCHMARKS.md).
+    is not worth one. A loop step whose operands share no outer axis may
+    instead run as the tiled kernel (row tiles of the large operand times the
+    small one through BLAS, scattered into place; see ``tiled_seconds``),
+    when that is predicted faster than the loop. Defaults were fitted on a
+    2-core x86 machine (BENCHMARKS.md).
     """
 
     call: float = 0.4e-6
@@ -255,6 +262,29 @@ class LocalCosts:
     loop_flop: float = 1 / 5e9
     small_inner: int = 4096
     transpose_margin: float = 1.5
+    tiled_byte: float = 1 / 10e9
+    tiled_elements: int = 131072
+
+    def tiled_seconds(self, rows: int, cols: int, k: int, itemsize: int) -> float:
+        """Predicted time of the tiled kernel: ``rows x k`` by ``cols x k`` into ``rows x cols``.
+
+        It is one BLAS GEMM (``gemm_seconds``) per tile of ``tiled_elements``
+        output elements (the executor's ``kernels.TILE_ELEMENTS``), plus the
+        large operand read and the output scattered into place at
+        ``tiled_byte`` seconds per byte. Only a small operand (``cols * k <=
+        small_inner``) qualifies. Fitted beside the loop kernel on the step
+        shapes of ``python -m qsimdist.bench.kernels --more`` (BENCHMARKS.md):
+        with ``k`` and ``cols`` of 4 the two kernels run at the same speed, with
+        16 and 8 the tiled one is about 4x faster.
+        """
+        if cols * k > self.small_inner or k == 0 or rows == 0:
+            return float("inf")
+        tile = max(64, self.tiled_elements // max(cols, 1))
+        tiles, last = divmod(rows, tile)
+        t = self.gemm_seconds(tiles, tile, cols, k) if tiles else 0.0
+        if last:
+            t += self.gemm_seconds(1, last, cols, k)
+        return t + (rows * k + rows * cols) * itemsize * self.tiled_byte
 
     def gemm_seconds(self, calls: int, m: int, n: int, k: int) -> float:
         """Predicted time of ``calls`` BLAS GEMMs of shape ``m x n x k`` (complex)."""
@@ -336,7 +366,9 @@ def gemm_step(
     out_perm = tuple(tmp_modes.index(i) for i in lc)
     sizes = lambda modes: math.prod(size_dict[i] for i in modes)  # noqa: E731
     permuted = size_c
-    t_permute = _permute_seconds(size_c, out_perm, [size_dict[i] for i in tmp_modes], itemsize, costs)
+    t_permute = _permute_seconds(
+        size_c, out_perm, [size_dict[i] for i in tmp_modes], itemsize, costs
+    )
     for modes, perm in ((x_modes, x_perm), (y_modes, y_perm)):
         if perm != tuple(range(len(perm))):
             permuted += sizes(modes)
@@ -346,10 +378,15 @@ def gemm_step(
     t_transpose = (
         costs.gemm_seconds(sizes(batch_modes), sizes(x_only), sizes(y_only), k) + t_permute
     )
-    t_free = min(t_loop, t_broadcast)
-    if t_free <= t_transpose * costs.transpose_margin and t_loop <= t_broadcast:
+    t_tiled = float("inf")  # an alternative to the loop, for the same steps (no shared axis)
+    if t_loop < float("inf") and not any(lab == "ab" for lab, _ in outer):
+        x_size, y_size = math.prod(x_view) // k, math.prod(y_view) // k
+        t_tiled = costs.tiled_seconds(max(x_size, y_size), min(x_size, y_size), k, itemsize)
+    t_free = min(t_loop, t_tiled, t_broadcast)
+    if t_free <= t_transpose * costs.transpose_margin and min(t_loop, t_tiled) <= t_broadcast:
         step.kernel = "broadcast"
         step.loop = True
+        step.tiled = t_tiled < t_loop
     elif t_free <= t_transpose * costs.transpose_margin:
         step.kernel = "broadcast"
         step.expand = expand
