@@ -31,19 +31,27 @@ def circuits():
     dyn.reset(0)
     dyn.h(0)
     dyn.measure([0, 1, 2], [0, 1, 2])
-    return {"random8": (rc, "auto"), "ghz20_chain": (ghz, "chain"), "dynamic3": (dyn, "auto")}
+    wide = random_circuit(11, 4, max_operands=2, seed=31, measure=False)
+    wide.measure_all()
+    return {"random8": (rc, "auto"), "ghz20_chain": (ghz, "chain"), "dynamic3": (dyn, "auto"),
+            "random11_chain_groups_of_3": (wide, "chain")}
 
 
 def run(executor: str) -> dict:
+    import qsimdist.sampling as sampling
     from qsimdist.qiskit import SamplerV2
 
     out = {}
+    default = sampling.CHAIN_GROUP
     for name, (qc, method) in circuits().items():
+        # groups of 3: later groups batch many prefixes per contraction
+        sampling.CHAIN_GROUP = 3 if "groups_of_3" in name else default
         sampler = SamplerV2(seed=11, options={"executor": executor, "method": method,
                                               "dtype": "complex128"})
         res = sampler.run([qc], shots=400).result()[0]
         out[name] = {"bits": res.join_data().get_bitstrings(),
                      "method": res.metadata["sampling"]["method"]}
+    sampling.CHAIN_GROUP = default
     return out
 
 
