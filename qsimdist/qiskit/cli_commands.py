@@ -56,7 +56,7 @@ def sample(
     memory_limit: Optional[str] = typer.Option(
         None, "--memory-limit", help="Peak memory per contraction, e.g. 8GiB ('none': no limit)."),
     method: str = typer.Option("auto", "--method",
-                               help="auto, marginal, doubled-marginal or chain."),
+                               help="auto, marginal, doubled-marginal, chain or rejection."),
     profile: Optional[str] = typer.Option(
         None, "--profile", help="Under mpiexec: hardware profile of the distributed plans."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),

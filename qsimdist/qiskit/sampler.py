@@ -43,8 +43,9 @@ class SamplerOptions:
         dtype: ``complex64`` (default) or ``complex128``.
         memory_limit: peak bytes per contraction (``"8GiB"``, int; ``None``: the
             machine's default; ``"none"``: unlimited).
-        method: ``auto`` (by predicted cost), ``marginal``, ``doubled-marginal``
-            or ``chain``.
+        method: ``auto`` (by predicted cost), ``marginal``, ``doubled-marginal``,
+            ``chain`` or ``rejection`` (frugal rejection sampling, opt-in:
+            probabilities above ``12 / 2^n`` are truncated).
         return_amplitudes: attach the amplitude of every distinct drawn
             bitstring (all qubits measured, no mid-circuit measurement) to each
             pub's metadata under ``"amplitudes"``.
