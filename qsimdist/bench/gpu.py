@@ -99,8 +99,8 @@ def gauss_matmul(a, b, xp):
     t2 = ai @ bi
     t3 = (ar + ai) @ (br + bi)
     out = xp.empty(t1.shape, dtype=np.complex64)
-    out.real = t1 - t2
-    out.imag = t3 - t1 - t2
+    out.real[...] = t1 - t2  # views of ``out`` in numpy and cupy alike
+    out.imag[...] = t3 - t1 - t2
     return out
 
 
