@@ -10,8 +10,9 @@ Layout: one flat vector in Qiskit's order (bit ``q`` of the index is qubit
 dense ``k``-qubit gate gathers the ``2^k`` amplitudes of each group, multiplies
 them by the matrix and scatters them back (the qsim/Aer kernel, no BLAS
 call, so no BLAS threads to wake per gate and no transposition); a diagonal
-gate multiplies each amplitude by the entry its bits select. Without numba a
-``tensordot`` over the state split around the gate's bits is used.
+gate multiplies each amplitude by the entry its bits select. Without numba,
+and for runs too small to pay for loading it, a ``tensordot`` over the state
+split around the gate's bits (and a broadcast product for diagonals) is used.
 
 Gates are taken by duck typing (anything with ``.matrix``, big-endian over
 ``.qubits``), so this module needs numpy only (layer 3 imports no frontend).
@@ -27,6 +28,9 @@ from ..errors import InvalidInputError
 
 #: bytes the run holds beside the state, in units of the state (tensordot's copy and output)
 WORKSPACE_STATES = 3
+#: runs predicted below this many real FLOPs use numpy, not the compiled loops: importing
+#: numba (and, on a fresh cache, compiling) costs seconds, the whole run milliseconds
+COMPILE_MIN_FLOPS = 1e8
 
 
 def statevector_bytes(n_qubits: int, dtype: str) -> int:
@@ -104,6 +108,20 @@ def _apply_numpy(state: np.ndarray, mat: np.ndarray, qubits: tuple[int, ...], n:
     return np.ascontiguousarray(out.transpose(perm)).reshape(-1)
 
 
+def _diagonal_numpy(state: np.ndarray, diag: np.ndarray, qubits: tuple[int, ...], n: int
+                    ) -> np.ndarray:
+    """Fallback without numba: multiply by a broadcast view of the diagonal, in place."""
+    k = len(qubits)
+    axes = [n - 1 - q for q in qubits]  # C-order axis of (2,)*n holding each qubit
+    order = sorted(range(k), key=lambda j: axes[j])
+    shape = [1] * n
+    for j in order:
+        shape[axes[j]] = 2
+    view = state.reshape((2,) * n) if n else state
+    view *= np.transpose(diag.reshape((2,) * k), order).reshape(shape)
+    return state
+
+
 def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
              dtype: str = "complex128", diagonal: Sequence[bool] | None = None,
              progress: Callable[[str, int, int], None] | None = None) -> np.ndarray:
@@ -125,7 +143,8 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
     dt = np.dtype(dtype)
     state = np.zeros(1 << n_qubits, dtype=dt)
     state[0] = 1.0
-    dense, diagonal_kernel = _kernels()
+    flops = sum(8.0 * (1 << n_qubits) * (1 << len(g.qubits)) for g in gates)
+    dense, diagonal_kernel = _kernels() if flops >= COMPILE_MIN_FLOPS else (None, None)
     cast: dict[int, tuple] = {}
     total = len(gates)
     for done, g in enumerate(gates, start=1):
@@ -139,6 +158,8 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
         diag = diagonal[done - 1] if diagonal is not None else _is_diagonal(mat)
         if diag and diagonal_kernel is not None:
             diagonal_kernel(state, diag_entries, np.asarray(qubits, dtype=np.int64))
+        elif diag:
+            state = _diagonal_numpy(state, diag_entries, qubits, n_qubits)
         elif dense is not None:
             offsets = np.zeros(1 << k, dtype=np.int64)
             for i, q in enumerate(qubits):
