@@ -196,6 +196,8 @@ def bitstring_amplitudes(state: np.ndarray, bitstrings: Sequence[str], order: st
     n = int(state.size).bit_length() - 1
     if not bitstrings:
         return np.zeros(0, dtype=state.dtype)
+    if n == 0:
+        return state[np.zeros(len(bitstrings), dtype=np.int64)]
     raw = np.frombuffer("".join(bitstrings).encode("ascii"), dtype=np.uint8).reshape(-1, n)
     bits = (raw == ord("1")).astype(np.int64)
     if order == "qiskit":  # character j is qubit n-1-j: the index is the binary number
