@@ -262,29 +262,33 @@ class LocalCosts:
     loop_flop: float = 1 / 5e9
     small_inner: int = 4096
     transpose_margin: float = 1.5
-    tiled_byte: float = 1 / 10e9
+    tiled_byte: float = 1 / 20e9
+    tiled_half: float = 14.0
     tiled_elements: int = 131072
 
     def tiled_seconds(self, rows: int, cols: int, k: int, itemsize: int) -> float:
         """Predicted time of the tiled kernel: ``rows x k`` by ``cols x k`` into ``rows x cols``.
 
-        It is one BLAS GEMM (``gemm_seconds``) per tile of ``tiled_elements``
-        output elements (the executor's ``kernels.TILE_ELEMENTS``), plus the
-        large operand read and the output scattered into place at
-        ``tiled_byte`` seconds per byte. Only a small operand (``cols * k <=
+        It is one single-threaded BLAS GEMM per tile of ``tiled_elements``
+        output elements (the executor's ``kernels.TILE_ELEMENTS``; ``call``
+        each) at ``flop`` seconds per real FLOP times ``(cols + h) / cols * (k +
+        h) / k`` with ``h = tiled_half`` (thin GEMMs leave the vector units
+        idle), plus the large operand read and the output scattered into place
+        at ``tiled_byte`` seconds per byte. Only a small operand (``cols * k <=
         small_inner``) qualifies. Fitted beside the loop kernel on the step
         shapes of ``python -m qsimdist.bench.kernels --more`` (BENCHMARKS.md):
-        with ``k`` and ``cols`` of 4 the two kernels run at the same speed, with
-        16 and 8 the tiled one is about 4x faster.
+        with ``cols`` and ``k`` of 4 the tiled kernel measured 1.1-1.3x faster
+        than the loop (predicted 1.25x), with 8 and 16 4.7x (predicted 3.3x).
         """
         if cols * k > self.small_inner or k == 0 or rows == 0:
             return float("inf")
         tile = max(64, self.tiled_elements // max(cols, 1))
-        tiles, last = divmod(rows, tile)
-        t = self.gemm_seconds(tiles, tile, cols, k) if tiles else 0.0
-        if last:
-            t += self.gemm_seconds(1, last, cols, k)
-        return t + (rows * k + rows * cols) * itemsize * self.tiled_byte
+        tiles = -(-rows // tile)
+        h = self.tiled_half
+        eff = (cols / (cols + h)) * (k / (k + h))
+        flops = 8.0 * rows * cols * k
+        moved = (rows * k + rows * cols) * itemsize
+        return tiles * self.call + flops * self.flop / eff + moved * self.tiled_byte
 
     def gemm_seconds(self, calls: int, m: int, n: int, k: int) -> float:
         """Predicted time of ``calls`` BLAS GEMMs of shape ``m x n x k`` (complex)."""
