@@ -482,7 +482,7 @@ _RESET_QASM2 = """OPENQASM 2.0;
 include "qelib1.inc";
 qreg q[2];
 h q[0];
-reset q[1];
+reset q[0];
 cx q[0],q[1];
 """
 
@@ -550,7 +550,7 @@ def test_unsupported_instructions_python_api():
 
     qc = QuantumCircuit(2)
     qc.h(0)
-    qc.reset(1)
+    qc.reset(0)  # after use (a reset on a fresh qubit is the identity, accepted)
     refused(qc, "'reset'", "position 1")
 
     qc = QuantumCircuit(2, 1)

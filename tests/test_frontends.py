@@ -483,7 +483,7 @@ def test_qiskit_unsupported_instructions(kind):
         qc.cx(0, 1)
         words = ["'cx'", "position 2", "measurement"]
     elif kind == "reset":
-        qc.reset(1)
+        qc.reset(0)  # after use (a reset on a fresh qubit is the identity, accepted)
         words = ["'reset'", "position 1"]
     elif kind == "if_test":
         qc.measure(0, 0)
