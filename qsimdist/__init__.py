@@ -25,6 +25,7 @@ from .errors import (
     QsimdistError,
     UnsupportedInstructionError,
 )
+from .expectation import expectation_values
 from .network import Network, load_network, save_network
 from .planner.path import PathOptions
 from .planner.plan import Plan
@@ -47,6 +48,7 @@ __all__ = [
     "amplitude",
     "amplitudes",
     "contract",
+    "expectation_values",
     "load_network",
     "plan",
     "save_network",
