@@ -122,9 +122,34 @@ def format_bytes(n: float) -> str:
 
 
 def format_count(n: int) -> str:
-    """A count that stays short: exact below a million, ``2^k`` for powers of two, else ``1.2e+09``."""
+    """A short count: exact below a million, ``2^k`` for powers of two, else ``1.2e+09``."""
     if n < 10**6:
         return str(n)
     if n & (n - 1) == 0:
         return f"2^{n.bit_length() - 1}"
     return f"{n:.2e}"
+
+
+def coerce_options(cls, options, what: str):
+    """``options`` as the frozen options dataclass ``cls``: from ``None``, an instance or a dict.
+
+    A dict's keys must name fields of ``cls``; unknown keys are refused with the
+    valid list. ``what`` names the options in messages (``"sampler"``).
+    """
+    import dataclasses
+
+    if options is None:
+        return cls()
+    if isinstance(options, cls):
+        return options
+    if isinstance(options, dict):
+        valid = sorted(f.name for f in dataclasses.fields(cls))
+        unknown = sorted(set(options) - set(valid))
+        if unknown:
+            raise InvalidInputError(
+                f"unknown {what} options {', '.join(map(str, unknown))}; valid: {', '.join(valid)}"
+            )
+        return cls(**options)
+    raise InvalidInputError(
+        f"{what} options must be a {cls.__name__} or a dict, got {type(options).__name__}"
+    )

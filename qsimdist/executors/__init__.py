@@ -39,3 +39,12 @@ register_executor("mpi", "qsimdist.executors.mpi")
 
 #: kept for callers of the first release
 EXECUTORS = executors()
+
+
+def resolve_executor(name: str) -> str:
+    """``name``, with ``"auto"`` read as ``"mpi"`` when started by mpiexec with several ranks."""
+    if name != "auto":
+        return name
+    from .mpi import launched_under_mpi
+
+    return "mpi" if launched_under_mpi() else "local"

@@ -82,30 +82,16 @@ class EstimatorOptions:
 
     @classmethod
     def coerce(cls, options: EstimatorOptions | dict | None) -> EstimatorOptions:
-        """``options`` as an :class:`EstimatorOptions` (a dict names its fields)."""
-        if options is None:
-            return cls()
-        if isinstance(options, cls):
-            return options
-        if isinstance(options, dict):
-            valid = sorted(cls.__dataclass_fields__)
-            unknown = sorted(set(options) - set(valid))
-            if unknown:
-                raise InvalidInputError(
-                    f"unknown estimator options {', '.join(unknown)}; valid: {', '.join(valid)}"
-                )
-            return cls(**options)
-        raise InvalidInputError(
-            f"options must be an EstimatorOptions or a dict, got {type(options).__name__}"
-        )
+        """``options`` as :class:`EstimatorOptions` (from ``None``, a dict or itself)."""
+        from ..config import coerce_options
+
+        return coerce_options(cls, options, "estimator")
 
     def resolved_executor(self) -> str:
-        """``local`` or ``mpi`` (``auto`` decided by how this process was started)."""
-        if self.executor != "auto":
-            return self.executor
-        from ..executors.mpi import launched_under_mpi
+        """``local`` or ``mpi`` (``auto``: ``mpi`` when started by mpiexec with several ranks)."""
+        from ..executors import resolve_executor
 
-        return "mpi" if launched_under_mpi() else "local"
+        return resolve_executor(self.executor)
 
 
 class EstimatorV2(BaseEstimatorV2):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 from qiskit.primitives import BaseSamplerV2
@@ -75,28 +75,17 @@ class SamplerOptions:
                 f"unknown executor {self.executor!r}; valid: auto, local, mpi")
 
     @classmethod
-    def coerce(cls, options) -> SamplerOptions:
-        """``options`` as a :class:`SamplerOptions` (from ``None``, a dict or itself)."""
-        if options is None:
-            return cls()
-        if isinstance(options, cls):
-            return options
-        if isinstance(options, dict):
-            valid = {f.name for f in fields(cls)}
-            bad = sorted(set(options) - valid)
-            if bad:
-                raise InvalidInputError(
-                    f"unknown sampler options {bad}; valid: {', '.join(sorted(valid))}")
-            return cls(**options)
-        raise InvalidInputError(
-            f"options must be a SamplerOptions or a dict, got {type(options).__name__}")
+    def coerce(cls, options: SamplerOptions | dict | None) -> SamplerOptions:
+        """``options`` as :class:`SamplerOptions` (from ``None``, a dict or itself)."""
+        from ..config import coerce_options
+
+        return coerce_options(cls, options, "sampler")
 
     def resolved_executor(self) -> str:
-        if self.executor != "auto":
-            return self.executor
-        from ..executors.mpi import launched_under_mpi
+        """``local`` or ``mpi`` (``auto``: ``mpi`` when started by mpiexec with several ranks)."""
+        from ..executors import resolve_executor
 
-        return "mpi" if launched_under_mpi() else "local"
+        return resolve_executor(self.executor)
 
 
 class SamplerV2(BaseSamplerV2):
