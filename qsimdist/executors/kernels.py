@@ -19,7 +19,7 @@ from the large operand's row and a part from the small one's, so the
 scatter needs one small offset table and an odometer over the rows. No
 FLOP is wasted (unlike a Kronecker-expanded GEMM), the large operand is
 read once in order and the output written once, and the tiles split over
-the cores (each tile's GEMM is below OpenBLAS's threading threshold).
+the cores (each thread asks OpenBLAS for single-threaded GEMMs).
 """
 
 from __future__ import annotations
