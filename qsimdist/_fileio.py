@@ -123,3 +123,24 @@ def read_input_text(path: str | os.PathLike, what: str, error=None) -> str:
     except UnicodeDecodeError as exc:
         raise error(f"{path}: cannot read as {what} (not UTF-8 text: {exc.reason} at byte "
                     f"{exc.start})") from None
+
+
+def check_output_target(path: str | os.PathLike, option: str) -> None:
+    """Refuse, before any long work, an output path that cannot become a file.
+
+    ``option`` names the path in the message (``"-o"``, ``"--output"``).
+    Raises ``InvalidInputError`` when ``path`` is a folder or when its nearest
+    existing ancestor is not a folder.
+    """
+    from .errors import InvalidInputError
+
+    path = Path(path)
+    if path.is_dir():
+        raise InvalidInputError(f"{option} {str(path)!r} is a folder; give a file name")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise InvalidInputError(
+            f"cannot write {option} {str(path)!r}: {str(parent)!r} is not a folder"
+        )

@@ -118,15 +118,9 @@ def _write_amplitudes(chunks, header: dict, stats: dict, as_json: bool, with_p: 
 
 def _check_output_path(path: Path, option: str) -> None:
     """Refuse, before any long work, an output path that cannot be a file."""
-    if path.is_dir():
-        raise InvalidInputError(f"{option} {str(path)!r} is a folder; give a file name")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if parent.exists() and not parent.is_dir():
-        raise InvalidInputError(
-            f"cannot write {option} {str(path)!r}: {str(parent)!r} is not a folder"
-        )
+    from ._fileio import check_output_target
+
+    check_output_target(path, option)
 
 
 def _read_bitstrings(bitstrings: list[str], bitstrings_file: Optional[Path]) -> list[str]:
@@ -468,14 +462,8 @@ def calibrate(
 
     if output.suffix != ".toml":
         raise InvalidInputError(f"profile file must end in .toml, got {str(output)!r}")
-    if output.is_dir():
-        raise InvalidInputError(f"{str(output)!r} is a folder; give a .toml file name")
-    # fail before measuring when the folder cannot exist (a file stands in its way)
-    parent = output.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise InvalidInputError(f"cannot write {str(output)!r}: {str(parent)!r} is not a folder")
+    # fail before measuring when the file cannot be written (a folder, or a file in the way)
+    _check_output_path(output, "-o")
 
     if from_trace:
         from .hardware import load_profile

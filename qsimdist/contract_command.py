@@ -66,16 +66,11 @@ def load_arrays_network(network: Path, arrays: Optional[Path], random_arrays: Op
 
 
 def _check_npy_path(path: Path) -> None:
+    from ._fileio import check_output_target
+
     if path.suffix != ".npy":
         raise InvalidInputError(f"--output must name a .npy file, got {str(path)!r}")
-    if path.is_dir():
-        raise InvalidInputError(f"--output {str(path)!r} is a folder; give a .npy file name")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if parent.exists() and not parent.is_dir():
-        raise InvalidInputError(f"cannot write --output {str(path)!r}: {str(parent)!r} is not a "
-                                "folder")
+    check_output_target(path, "--output")
 
 
 def _number(x: Any) -> dict:
