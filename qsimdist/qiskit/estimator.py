@@ -30,6 +30,7 @@ from ..errors import InvalidInputError
 from ..expectation import METHODS, ExpectationEngine, PauliTerm, parse_term
 from ..frontends.qiskit_circuit import from_qiskit
 from ..planner.path import PathOptions
+from .options import PrimitiveOptions
 
 #: how plans run: ``auto`` is ``mpi`` when started by mpiexec with several ranks, else ``local``
 EXECUTOR_CHOICES = ("auto", "local", "mpi")
@@ -37,7 +38,7 @@ BACKEND_CHOICES = ("numpy", "cupy")
 
 
 @dataclass(frozen=True)
-class EstimatorOptions:
+class EstimatorOptions(PrimitiveOptions):
     """Options of :class:`EstimatorV2` (pass this or a dict as ``options``).
 
     Attributes:
@@ -55,6 +56,8 @@ class EstimatorOptions:
             :class:`qsimdist.expectation.ExpectationEngine`.
         state_max_qubits: widest light-cone state the ``state`` method may open.
     """
+
+    _what = "estimator"
 
     dtype: str = "complex128"
     memory_limit: str | int | None = None
@@ -79,19 +82,6 @@ class EstimatorOptions:
             )
         if isinstance(self.path_options, dict):
             object.__setattr__(self, "path_options", PathOptions(**self.path_options))
-
-    @classmethod
-    def coerce(cls, options: EstimatorOptions | dict | None) -> EstimatorOptions:
-        """``options`` as :class:`EstimatorOptions` (from ``None``, a dict or itself)."""
-        from ..config import coerce_options
-
-        return coerce_options(cls, options, "estimator")
-
-    def resolved_executor(self) -> str:
-        """``local`` or ``mpi`` (``auto``: ``mpi`` when started by mpiexec with several ranks)."""
-        from ..executors import resolve_executor
-
-        return resolve_executor(self.executor)
 
 
 class EstimatorV2(BaseEstimatorV2):

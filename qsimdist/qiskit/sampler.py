@@ -33,10 +33,11 @@ from qiskit.primitives import BaseSamplerV2
 from ..errors import InvalidInputError, shorten
 from ..sampling import METHODS, Contractor, sample_bits
 from .dynamic import LoweredCircuit, lower_circuit
+from .options import PrimitiveOptions
 
 
 @dataclass(frozen=True)
-class SamplerOptions:
+class SamplerOptions(PrimitiveOptions):
     """Options of :class:`SamplerV2` (a dict with these keys is accepted too).
 
     Attributes:
@@ -54,6 +55,8 @@ class SamplerOptions:
         profile: hardware profile for the ``mpi`` executor (default ``local-cpu``).
         backend: array library, ``numpy`` or ``cupy``.
     """
+
+    _what = "sampler"
 
     dtype: str = "complex64"
     memory_limit: str | int | None = None
@@ -73,19 +76,6 @@ class SamplerOptions:
         if self.executor not in ("auto", "local", "mpi"):
             raise InvalidInputError(
                 f"unknown executor {self.executor!r}; valid: auto, local, mpi")
-
-    @classmethod
-    def coerce(cls, options: SamplerOptions | dict | None) -> SamplerOptions:
-        """``options`` as :class:`SamplerOptions` (from ``None``, a dict or itself)."""
-        from ..config import coerce_options
-
-        return coerce_options(cls, options, "sampler")
-
-    def resolved_executor(self) -> str:
-        """``local`` or ``mpi`` (``auto``: ``mpi`` when started by mpiexec with several ranks)."""
-        from ..executors import resolve_executor
-
-        return resolve_executor(self.executor)
 
 
 class SamplerV2(BaseSamplerV2):
