@@ -232,3 +232,96 @@ def test_model_without_observables_gives_one_column():
     probs = decode(dem, _all_syndromes(2))
     np.testing.assert_allclose(probs, 1.0)
     assert predict(dem, _all_syndromes(2)).shape == (4, 0)
+
+
+def test_marginal_model_equals_brute_force_summed_over_the_dropped_detectors():
+    """Decoding from detectors {0, 2} of a 3-detector model equals the full brute-force table
+    summed over detector 1's bit (a random model with hyperedges and '^' parts)."""
+    rng = np.random.default_rng(5)
+    lines = []
+    for _ in range(9):
+        targets = [f"D{d}" for d in rng.choice(3, size=rng.integers(1, 4), replace=False)]
+        targets += [f"L{k}" for k in range(2) if rng.random() < 0.3]
+        cut = int(rng.integers(1, len(targets) + 1))
+        parts = [targets[:cut], targets[cut:]] if cut < len(targets) else [targets]
+        lines.append((round(float(rng.uniform(0.01, 0.3)), 3), parts))
+    dem = stim.DetectorErrorModel(_dem_text(lines))
+    table = _brute_force(lines, 3, 2)  # rows: detector i is bit i
+    marginal = np.zeros((4, 4))
+    for row in range(8):
+        marginal[(row & 1) | ((row >> 2) & 1) << 1] += table[row]
+    full_syn = _all_syndromes(3)
+    dec = MLDecoder(dem, detectors=[0, 2])
+    joint = dec.joint_probabilities(full_syn)  # detector 1's bit is read and ignored
+    for row in range(8):
+        np.testing.assert_allclose(joint[row], marginal[(row & 1) | ((row >> 2) & 1) << 1],
+                                   rtol=1e-10, atol=1e-15)
+    assert dec.stats["detectors_read"] == 2 and dec.num_detectors == 3
+
+
+def test_observable_sector_is_what_pymatching_reads_and_ml_on_it_is_no_worse():
+    """On circuit-level rotated_memory_z (d=3) the sector is the 16 Z-type detectors; PyMatching's
+    predictions do not change when every other detector is zeroed; sector ML, exact ML given
+    those detectors, fails no more often than PyMatching within sampling error."""
+    pymatching = pytest.importorskip("pymatching")
+    from qsimdist.qec.network import observable_sector
+
+    circ = _surface(3, 3, 0.01)
+    keep = observable_sector(circ.detector_error_model(decompose_errors=True))
+    coords = circ.get_detector_coordinates()
+    # Z-type detectors: stim places them where the first round has a detector
+    first_round = {tuple(coords[d][:2]) for d in coords if coords[d][2] == 0}
+    assert set(keep) == {d for d in coords if tuple(coords[d][:2]) in first_round}
+    assert len(keep) == 16 and circ.num_detectors == 24
+    # without a decomposition the Y errors join both types: the sector is everything
+    undecomposed = observable_sector(circ.detector_error_model(decompose_errors=False))
+    assert undecomposed == tuple(range(24))
+
+    shots = 2000
+    det, obs = circ.compile_detector_sampler(seed=3).sample(shots, separate_observables=True)
+    matching = pymatching.Matching.from_detector_error_model(
+        circ.detector_error_model(decompose_errors=True))
+    pm = matching.decode_batch(det)
+    masked = np.zeros_like(det)
+    masked[:, list(keep)] = det[:, list(keep)]
+    np.testing.assert_array_equal(matching.decode_batch(masked), pm)
+    dec = MLDecoder(circ, detectors="observables")
+    assert dec.kept == keep
+    ml = dec.predict(det)
+    ml_fail = (ml != obs).any(axis=1)
+    pm_fail = (pm != obs).any(axis=1)
+    diff = ml_fail.astype(float) - pm_fail.astype(float)
+    sigma = max(diff.std(ddof=1) / math.sqrt(shots), 1.0 / shots)
+    assert pm_fail.sum() > 5
+    assert ml_fail.mean() <= pm_fail.mean() + 3 * sigma
+    # exact, not approximate: the sector decoder's probabilities equal the full decoder's
+    # joint probabilities summed over the other detectors' bits, on a few shots
+    full = MLDecoder(circ, batch_size=1)
+    others = [d for d in range(24) if d not in keep]
+    for shot in det[:2]:
+        total = np.zeros(2)
+        for bits in itertools.product((0, 1), repeat=len(others)):
+            syn = shot.copy()
+            syn[others] = bits
+            total += full.joint_probabilities(syn)[0]
+        np.testing.assert_allclose(dec.joint_probabilities(shot)[0], total, rtol=1e-9)
+
+
+def test_bad_detector_selections_raise_one_line_errors(tmp_path, capsys):
+    dem = stim.DetectorErrorModel(_dem_text(TINY))
+    for bad in ("some", 3, [0, 0], [0, 5], ["a"], [True]):
+        with pytest.raises(InvalidInputError):
+            MLDecoder(dem, detectors=bad)
+    circ = _surface(3, 3, 0.02)  # 24 detectors, 16 in the sector
+    (tmp_path / "c.stim").write_text(str(circ))
+    (tmp_path / "s.01").write_text("0" * circ.num_detectors + "\n")
+    rc = main(["decode", str(tmp_path / "c.stim"), "--syndromes", str(tmp_path / "s.01"),
+               "--detectors", "few"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "observables" in err
+    assert main(["decode", str(tmp_path / "c.stim"), "--syndromes", str(tmp_path / "s.01"),
+                 "--detectors", "observables", "--json"]) == 0
+    import json
+
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["shots"][0]["prediction"] == "0" and len(payload["detectors_read"]) == 16

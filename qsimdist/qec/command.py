@@ -63,6 +63,12 @@ def decode_command(
     batch_size: Optional[int] = typer.Option(
         None, "--batch-size", help="Shots per contraction (default: up to 128, to fit 1 GiB)."
     ),
+    detectors: str = typer.Option(
+        "all", "--detectors",
+        help="Detectors to decode from: 'all' (exact maximum likelihood given the whole "
+             "syndrome) or 'observables' (the observables' graphlike sector, the others summed "
+             "over: exact given those, and far cheaper on circuit-level models).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """Maximum-likelihood logical-observable flips for each syndrome in --syndromes.
@@ -76,7 +82,7 @@ def decode_command(
 
     if batch_size is not None and batch_size < 1:
         raise InvalidInputError(f"--batch-size must be >= 1, got {batch_size}")
-    decoder = MLDecoder(str(model_file), batch_size=batch_size)
+    decoder = MLDecoder(str(model_file), batch_size=batch_size, detectors=detectors)
     bits = read_syndromes(syndromes, decoder.num_detectors)
     probs = decoder.probabilities(bits)
     pred = outcome_bits(probs, decoder.num_observables)
@@ -87,6 +93,7 @@ def decode_command(
         return
     payload = {
         "num_detectors": decoder.num_detectors,
+        "detectors_read": list(decoder.kept) if decoder.kept is not None else "all",
         "num_observables": decoder.num_observables,
         "columns": "column l of 'probabilities' has observable k's flip as bit k of l",
         "shots": [

@@ -86,13 +86,16 @@ def _stim():
     return stim
 
 
-def load_dem(source: object):
+def load_dem(source: object, *, decompose: bool = False):
     """A ``stim.DetectorErrorModel`` from a DEM, a circuit, DEM/circuit text file or path.
 
     Args:
-        source: a ``stim.DetectorErrorModel``; a ``stim.Circuit`` (its model is
-            made with ``decompose_errors=False``: the decoder needs no graphlike
-            decomposition); or a path to a ``.dem`` file or a ``.stim`` circuit file.
+        source: a ``stim.DetectorErrorModel``; a ``stim.Circuit``; or a path to
+            a ``.dem`` file or a ``.stim`` circuit file.
+        decompose: for a circuit, ask stim for its graphlike decomposition
+            (``^`` separators; only :func:`observable_sector` reads them), falling
+            back to the undecomposed model when stim cannot decompose it. The
+            decoder itself needs no decomposition (``^`` parts are XORed).
 
     Raises:
         CircuitParseError: the file does not parse, or the circuit has no error model.
@@ -102,16 +105,21 @@ def load_dem(source: object):
     if isinstance(source, stim.DetectorErrorModel):
         return source
     if isinstance(source, stim.Circuit):
-        return _circuit_dem(source, "the circuit")
+        return _circuit_dem(source, "the circuit", decompose)
     if isinstance(source, (str, os.PathLike)):
-        return _read_file(Path(source), stim)
+        return _read_file(Path(source), stim, decompose)
     raise InvalidInputError(
         f"cannot decode a {type(source).__name__}; give a stim.DetectorErrorModel, a "
         "stim.Circuit, or the path of a .dem or .stim file"
     )
 
 
-def _circuit_dem(circuit, where: str):
+def _circuit_dem(circuit, where: str, decompose: bool = False):
+    if decompose:
+        try:
+            return circuit.detector_error_model(decompose_errors=True)
+        except ValueError:
+            pass  # not decomposable into graphlike parts: the plain model below
     try:
         return circuit.detector_error_model(decompose_errors=False)
     except ValueError as exc:
@@ -121,7 +129,7 @@ def _circuit_dem(circuit, where: str):
         ) from None
 
 
-def _read_file(path: Path, stim):
+def _read_file(path: Path, stim, decompose: bool = False):
     from .._fileio import read_input_text
 
     suffix = path.suffix.lower()
@@ -140,38 +148,125 @@ def _read_file(path: Path, stim):
         first = lines[0] if lines else type(exc).__name__
         raise CircuitParseError(f"{str(path)!r} does not parse: {shorten(first, 200)}") from None
     if suffix == ".stim":
-        return _circuit_dem(parsed, repr(str(path)))
+        return _circuit_dem(parsed, repr(str(path)), decompose)
     return parsed
 
 
 def error_model(dem) -> ErrorModel:
     """The merged mechanisms of ``dem`` (see the module docstring for the rules)."""
+
+    def mechanisms():
+        for ins in dem.flattened():
+            if ins.type != "error":
+                continue  # detector / logical_observable declarations carry no noise
+            (p,) = ins.args_copy()
+            if not 0.0 <= p <= 1.0:
+                raise InvalidInputError(f"error probability {p} is outside [0, 1] in {ins}")
+            dets: set[int] = set()
+            obs: set[int] = set()
+            for t in ins.targets_copy():
+                if t.is_separator():
+                    continue  # '^' only suggests a decomposition: one mechanism, XOR of parts
+                bucket = dets if t.is_relative_detector_id() else obs
+                bucket ^= {int(t.val)}
+            yield p, tuple(sorted(dets)), tuple(sorted(obs))
+
+    return _merged(int(dem.num_detectors), int(dem.num_observables), mechanisms(), {})
+
+
+def _merged(num_detectors: int, num_observables: int, mechanisms, meta: dict) -> ErrorModel:
+    """An :class:`ErrorModel` of ``(p, detectors, observables)`` triples, those with equal
+    targets merged (``p = p1 (1 - p2) + p2 (1 - p1)``), empty or ``p = 0`` ones dropped."""
     merged: dict[tuple[tuple[int, ...], tuple[int, ...]], float] = {}
-    for ins in dem.flattened():
-        if ins.type != "error":
-            continue  # detector / logical_observable declarations carry no noise
-        (p,) = ins.args_copy()
-        if not 0.0 <= p <= 1.0:
-            raise InvalidInputError(f"error probability {p} is outside [0, 1] in {ins}")
-        dets: set[int] = set()
-        obs: set[int] = set()
-        for t in ins.targets_copy():
-            if t.is_separator():
-                continue  # '^' only suggests a decomposition: one mechanism, XOR of the parts
-            bucket = dets if t.is_relative_detector_id() else obs
-            bucket ^= {int(t.val)}
-        key = (tuple(sorted(dets)), tuple(sorted(obs)))
+    for p, dets, obs in mechanisms:
+        key = (dets, obs)
         if p == 0.0 or key == ((), ()):
             continue
         q = merged.get(key, 0.0)
         merged[key] = q * (1.0 - p) + p * (1.0 - q)
     keys = list(merged)
     return ErrorModel(
-        num_detectors=int(dem.num_detectors),
-        num_observables=int(dem.num_observables),
+        num_detectors=num_detectors,
+        num_observables=num_observables,
         probabilities=tuple(merged[k] for k in keys),
         detectors=tuple(k[0] for k in keys),
         observables=tuple(k[1] for k in keys),
+        meta=meta,
+    )
+
+
+def observable_sector(dem) -> tuple[int, ...]:
+    """The detectors that share a graphlike component with a logical observable.
+
+    Every ``^``-separated part of a DEM error (or the whole error, for a line
+    without separators) joins the detectors it names into one component;
+    a part with one detector joins nothing (it ends on the boundary). The
+    sector is the union of the components holding a detector of a part that
+    also flips an observable.
+
+    For a CSS code's memory experiment with stim's decomposition (``load_dem(...,
+    decompose=True)``) this is the detectors of one Pauli type: for
+    ``rotated_memory_z``, the Z-stabiliser detectors, which see the X errors that
+    flip the Z observable. A matching decoder such as PyMatching predicts the
+    observable from these detectors alone (its other components flip no
+    observable), so the maximum-likelihood decoder of :func:`marginal_model` over
+    this sector is optimal among decoders that read only them.
+
+    A model whose hyperedges are not decomposed (an undecomposable circuit, or a
+    DEM written without ``^``) usually joins everything, and the sector is then
+    every detector.
+    """
+    parent: dict[int, int] = {}
+
+    def find(a: int) -> int:
+        root = parent.setdefault(a, a)
+        while root != parent[root]:
+            root = parent[root]
+        while parent[a] != root:  # path compression
+            parent[a], a = root, parent[a]
+        return root
+
+    touching: set[int] = set()
+    for ins in dem.flattened():
+        if ins.type != "error":
+            continue
+        parts: list[list] = [[]]
+        for t in ins.targets_copy():
+            if t.is_separator():
+                parts.append([])
+            else:
+                parts[-1].append(t)
+        for part in parts:
+            dets = [int(t.val) for t in part if t.is_relative_detector_id()]
+            for d in dets:
+                parent[find(d)] = find(dets[0])
+            if dets and any(t.is_logical_observable_id() for t in part):
+                touching.add(dets[0])
+    roots = {find(d) for d in touching}
+    return tuple(d for d in range(int(dem.num_detectors)) if d in parent and find(d) in roots)
+
+
+def marginal_model(model: ErrorModel, keep: "list[int] | tuple[int, ...]") -> ErrorModel:
+    """The model of the detectors ``keep`` alone: every other detector is summed over.
+
+    Summing a detector's syndrome bit over 0 and 1 removes its parity
+    constraint, so each mechanism keeps only its detectors in ``keep``
+    (renumbered ``0..len(keep)-1`` in the order given), mechanisms left with the
+    same targets are merged exactly and those left with none are dropped. The
+    decoding network of the result gives ``P(s_keep, l)`` exactly.
+    ``meta["detectors"]`` holds ``keep``.
+    """
+    keep = tuple(int(d) for d in keep)
+    if len(set(keep)) != len(keep) or any(not 0 <= d < model.num_detectors for d in keep):
+        raise InvalidInputError(
+            f"detectors to keep must be distinct ids in 0..{model.num_detectors - 1}"
+        )
+    where = {d: i for i, d in enumerate(keep)}
+    return _merged(
+        len(keep), model.num_observables,
+        ((p, tuple(sorted(where[d] for d in dets if d in where)), obs)
+         for p, dets, obs in zip(model.probabilities, model.detectors, model.observables)),
+        {"detectors": keep},
     )
 
 
