@@ -109,7 +109,7 @@ def contract_command(
     """
     import numpy as np
 
-    from .executors.mpi import launched_under_mpi
+    from .executors import launched_under_mpi
     from .quimb import ContractOptions, finish, prepare, run_network
 
     if output is not None:

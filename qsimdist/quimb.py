@@ -187,7 +187,7 @@ class ContractOptions:
         if self.comm is not None:
             return "mpi"
         if self.profile is not None:
-            from .executors.mpi import launched_under_mpi
+            from .executors import launched_under_mpi
 
             return "mpi" if launched_under_mpi() else "local"
         return "local"

@@ -147,12 +147,7 @@ def test_choose_fusion_predicts_and_fuses():
 
 
 @pytest.mark.parametrize("dtype,tol", [("complex128", 1e-10), ("complex64", 1e-5)])
-@pytest.mark.parametrize("compiled", [True, False])
-def test_statevector_kernel_matches_qiskit(dtype, tol, compiled, monkeypatch):
-    if compiled:  # small runs use numpy unless told otherwise
-        monkeypatch.setattr(sv, "COMPILE_MIN_FLOPS", 0.0)
-    else:  # the numpy fallback used without numba
-        monkeypatch.setattr(sv, "_KERNELS", {"dense": None, "diagonal": None})
+def test_statevector_kernel_matches_qiskit(dtype, tol):
     for seed in range(3):
         qc = _circuit(seed, n=6)
         gc = load(qc)

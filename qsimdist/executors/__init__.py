@@ -8,6 +8,7 @@ first used (so cupy and mpi4py load only where they are needed).
 from __future__ import annotations
 
 import importlib
+import os
 
 from ..errors import InvalidInputError
 
@@ -41,10 +42,22 @@ register_executor("mpi", "qsimdist.executors.mpi")
 EXECUTORS = executors()
 
 
+def launched_under_mpi() -> bool:
+    """Whether this process was started by mpiexec/srun with more than one rank.
+
+    Reads the launcher's environment only (no mpi4py import), so the CLI can
+    decide its executor without loading the MPI executor.
+    """
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE",
+                "MV2_COMM_WORLD_SIZE"):
+        value = os.environ.get(var)
+        if value and value.isdigit() and int(value) > 1:
+            return True
+    return False
+
+
 def resolve_executor(name: str) -> str:
     """``name``, with ``"auto"`` read as ``"mpi"`` when started by mpiexec with several ranks."""
     if name != "auto":
         return name
-    from .mpi import launched_under_mpi
-
     return "mpi" if launched_under_mpi() else "local"

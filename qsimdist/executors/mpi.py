@@ -43,6 +43,7 @@ from ..planner.distribution.bits import local_shape, local_sizes
 from ..planner.distribution.bits import shard_slices as _shard_slices
 from ..planner.lifetime import gemm_step
 from ..planner.plan import Plan
+from . import launched_under_mpi  # noqa: F401  (re-exported: older callers import it from here)
 from .local import BufferPool, array_module, load_leaf, run_step
 
 FAULT_ENV = "QSIMDIST_FAULT_INJECT"
@@ -463,16 +464,6 @@ def _select_device(cupy, comm) -> None:
     ndev = cupy.cuda.runtime.getDeviceCount()
     cupy.cuda.Device(local.Get_rank() % max(ndev, 1)).use()
     local.Free()
-
-
-def launched_under_mpi() -> bool:
-    """Whether this process was started by mpiexec/srun with more than one rank."""
-    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE",
-                "MV2_COMM_WORLD_SIZE"):
-        value = os.environ.get(var)
-        if value and value.isdigit() and int(value) > 1:
-            return True
-    return False
 
 
 def trace_rows(plan: Plan, gathered: list[dict]) -> list[dict]:

@@ -6,13 +6,16 @@ state, a diagonal gate one element-wise product, and the state holds every
 amplitude at once.
 
 Layout: one flat vector in Qiskit's order (bit ``q`` of the index is qubit
-``q``), updated in place by two compiled loops (numba, cached on disk): a
-dense ``k``-qubit gate gathers the ``2^k`` amplitudes of each group, multiplies
-them by the matrix and scatters them back (the qsim/Aer kernel, no BLAS
-call, so no BLAS threads to wake per gate and no transposition); a diagonal
-gate multiplies each amplitude by the entry its bits select. Without numba,
-and for runs too small to pay for loading it, a ``tensordot`` over the state
-split around the gate's bits (and a broadcast product for diagonals) is used.
+``q``). A dense ``k``-qubit gate is one ``tensordot`` over the state split
+around the gate's bits (a BLAS GEMM of the ``2^k x 2^k`` matrix with a
+``2^k x 2^(n-k)`` view) and one copy back into place; a diagonal gate is an
+in-place product with a broadcast view of its diagonal. This is what
+:func:`qsimdist.frontends.fusion.gate_seconds` prices. Compiled gather/scatter
+loops (numba, the qsim/Aer kernel shape) were measured against it and
+dropped: for fused gates (``k`` = 3..5) they were 1.5-3x slower at 12-23
+qubits, within 15% at ``k`` <= 2, faster only below 12 qubits by about 10 µs
+per gate, and importing numba (and compiling, on a fresh cache) cost 0.4-2 s
+per process (BENCHMARKS.md section 8).
 
 Gates are taken by duck typing (anything with ``.matrix``, big-endian over
 ``.qubits``), so this module needs numpy only (layer 3 imports no frontend).
@@ -28,11 +31,6 @@ from ..errors import InvalidInputError
 
 #: bytes the run holds beside the state, in units of the state (tensordot's copy and output)
 WORKSPACE_STATES = 3
-#: runs predicted below this many real FLOPs use numpy, not the compiled loops: importing
-#: numba (and, on a fresh cache, compiling) costs seconds, the whole run milliseconds
-COMPILE_MIN_FLOPS = 1e8
-
-
 def statevector_bytes(n_qubits: int, dtype: str) -> int:
     """Peak bytes of :func:`simulate` for ``n_qubits`` (the state and its workspace)."""
     return WORKSPACE_STATES * (1 << n_qubits) * np.dtype(dtype).itemsize
@@ -42,53 +40,9 @@ def _is_diagonal(matrix: np.ndarray) -> bool:
     return not np.any(matrix[~np.eye(matrix.shape[0], dtype=bool)])
 
 
-def _dense_loop(state, mat, positions, offsets):  # pragma: no cover - compiled by numba
-    """Apply ``mat`` in place: ``positions`` are the gate's bits ascending, ``offsets[j]`` the
-    flat offset of the gate's basis state ``j``."""
-    k = positions.size
-    dim = offsets.size
-    tmp = np.empty(dim, dtype=state.dtype)
-    for g in range(state.size >> k):
-        base = g
-        for p in positions:
-            base = ((base >> p) << (p + 1)) | (base & ((1 << p) - 1))
-        for j in range(dim):
-            tmp[j] = state[base + offsets[j]]
-        for i in range(dim):
-            acc = mat[i, 0] * tmp[0]
-            for j in range(1, dim):
-                acc += mat[i, j] * tmp[j]
-            state[base + offsets[i]] = acc
-
-
-def _diagonal_loop(state, diag, qubits):  # pragma: no cover - compiled by numba
-    """Multiply ``state[i]`` by ``diag[j]``, ``j`` the bits of ``i`` at ``qubits`` (big-endian)."""
-    for i in range(state.size):
-        j = 0
-        for q in qubits:
-            j = (j << 1) | ((i >> q) & 1)
-        state[i] *= diag[j]
-
-
-_KERNELS: dict[str, object] = {}
-
-
-def _kernels():
-    """(dense, diagonal) compiled with numba (cached on disk), or ``None`` without numba."""
-    if "dense" not in _KERNELS:
-        try:
-            import numba
-        except ImportError:
-            _KERNELS["dense"] = _KERNELS["diagonal"] = None
-        else:
-            _KERNELS["dense"] = numba.njit(cache=True, nogil=True)(_dense_loop)
-            _KERNELS["diagonal"] = numba.njit(cache=True, nogil=True)(_diagonal_loop)
-    return _KERNELS["dense"], _KERNELS["diagonal"]
-
-
-def _apply_numpy(state: np.ndarray, mat: np.ndarray, qubits: tuple[int, ...], n: int
+def _apply_dense(state: np.ndarray, mat: np.ndarray, qubits: tuple[int, ...], n: int
                  ) -> np.ndarray:
-    """Fallback without numba: the state split around the gate's bits, one tensordot."""
+    """The state split around the gate's bits, one tensordot, one copy back into order."""
     k = len(qubits)
     desc = sorted(qubits, reverse=True)  # C-order axis of (2,)*n holds qubit n-1-axis
     dims, prev = [], n
@@ -108,9 +62,9 @@ def _apply_numpy(state: np.ndarray, mat: np.ndarray, qubits: tuple[int, ...], n:
     return np.ascontiguousarray(out.transpose(perm)).reshape(-1)
 
 
-def _diagonal_numpy(state: np.ndarray, diag: np.ndarray, qubits: tuple[int, ...], n: int
+def _apply_diagonal(state: np.ndarray, diag: np.ndarray, qubits: tuple[int, ...], n: int
                     ) -> np.ndarray:
-    """Fallback without numba: multiply by a broadcast view of the diagonal, in place."""
+    """Multiply by a broadcast view of the diagonal, in place."""
     k = len(qubits)
     axes = [n - 1 - q for q in qubits]  # C-order axis of (2,)*n holding each qubit
     order = sorted(range(k), key=lambda j: axes[j])
@@ -143,30 +97,20 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
     dt = np.dtype(dtype)
     state = np.zeros(1 << n_qubits, dtype=dt)
     state[0] = 1.0
-    flops = sum(8.0 * (1 << n_qubits) * (1 << len(g.qubits)) for g in gates)
-    dense, diagonal_kernel = _kernels() if flops >= COMPILE_MIN_FLOPS else (None, None)
     cast: dict[int, tuple] = {}
     total = len(gates)
     for done, g in enumerate(gates, start=1):
         qubits = tuple(int(q) for q in g.qubits)
-        k = len(qubits)
         entry = cast.get(id(g.matrix))
         if entry is None:
             mat = np.ascontiguousarray(g.matrix, dtype=dt)
             entry = cast[id(g.matrix)] = (mat, np.ascontiguousarray(np.diagonal(mat)))
         mat, diag_entries = entry
         diag = diagonal[done - 1] if diagonal is not None else _is_diagonal(mat)
-        if diag and diagonal_kernel is not None:
-            diagonal_kernel(state, diag_entries, np.asarray(qubits, dtype=np.int64))
-        elif diag:
-            state = _diagonal_numpy(state, diag_entries, qubits, n_qubits)
-        elif dense is not None:
-            offsets = np.zeros(1 << k, dtype=np.int64)
-            for i, q in enumerate(qubits):
-                offsets[(np.arange(1 << k) >> (k - 1 - i)) & 1 == 1] += 1 << q
-            dense(state, mat, np.asarray(sorted(qubits), dtype=np.int64), offsets)
+        if diag:
+            state = _apply_diagonal(state, diag_entries, qubits, n_qubits)
         else:
-            state = _apply_numpy(state, mat, qubits, n_qubits)
+            state = _apply_dense(state, mat, qubits, n_qubits)
         if progress is not None and done % 1024 == 0:
             progress("statevector", done, total)
     if global_phase:

@@ -25,18 +25,34 @@ from .circuit import MAX_GATE_QUBITS, GateCircuit
 from .circuit import Gate as IRGate
 
 _SKIPPED = {"barrier", "delay"}
-def _cache_key(op) -> tuple | None:
-    """(standard gate, parameters) for one of Qiskit's standard gates with numeric
-    parameters (its matrix is fixed by them), else ``None``."""
-    standard = getattr(op, "_standard_gate", None)
-    if standard is None or getattr(op, "condition", None) is not None:
-        return None
+def _numeric_params(op) -> tuple | None:
     params = []
     for value in op.params:
         if not isinstance(value, numbers.Number):
             return None
         params.append(complex(value))
-    return (standard, op.name, tuple(params))
+    return tuple(params)
+
+
+def _cache_key(op) -> tuple | None:
+    """A key fixing ``op``'s matrix, or ``None`` when there is none to trust:
+
+    - one of Qiskit's standard gates with numeric parameters;
+    - a gate defined by a ``gate`` statement of an OpenQASM 2 program, with numeric
+      parameters: the program's gate table (shared by every gate it parsed) and the name
+      fix the body, since OpenQASM 2 forbids redefining a name.
+    """
+    if getattr(op, "condition", None) is not None:
+        return None
+    standard = getattr(op, "_standard_gate", None)
+    if standard is not None:
+        params = _numeric_params(op)
+        return None if params is None else (standard, op.name, params)
+    table = getattr(op, "_gates", None)
+    if table is not None and type(op).__module__.startswith("qiskit.qasm2"):
+        params = _numeric_params(op)
+        return None if params is None else ("qasm2", id(table), op.name, params)
+    return None
 
 
 def from_qiskit(qc) -> GateCircuit:  # qc: qiskit.QuantumCircuit

@@ -47,7 +47,7 @@ def expect(
     distributed; rank 0 prints.
     """
     from ..errors import ExecutionError
-    from ..executors.mpi import launched_under_mpi
+    from ..executors import launched_under_mpi
     from ..expectation import ExpectationEngine, expectation_values, parse_term
     from ..frontends import GateCircuit, load
 
