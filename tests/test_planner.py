@@ -190,3 +190,28 @@ def test_slice_from_a_preferred_set(seed):
             assert got == []
         if sliced_plan.stats.n_slices <= 64:
             assert rel_err(sliced_plan.execute(), reference(net)) < 1e-10
+
+
+def test_cheap_networks_skip_the_hyper_search_whatever_max_repeats(monkeypatch):
+    """A greedy path of at most NO_SEARCH_COST multiply-adds is kept: a search would cost
+    more than the contraction; a network above the bound still gets its trials."""
+    import qsimdist.planner.path as path_mod
+
+    calls = []
+    real = path_mod._hyper_search
+
+    def counting(*args, **kwargs):
+        calls.append(args[4])  # repeats
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(path_mod, "_hyper_search", counting)
+    opts = PathOptions(max_repeats=4, cache=False)
+    cheap = random_network(3, n=30)
+    inputs, output, size_dict, _ = path_mod._symbolic(cheap)
+    greedy = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
+    assert greedy.contraction_cost() <= path_mod.NO_SEARCH_COST
+    result = path_mod.find_path(cheap, opts)
+    assert calls == [] and len(result.ssa_path) == cheap.num_tensors - 1
+    monkeypatch.setattr(path_mod, "NO_SEARCH_COST", greedy.contraction_cost() / 2)
+    path_mod.find_path(cheap, opts)
+    assert calls == [4]

@@ -182,8 +182,10 @@ def render(result: dict, images: dict[str, Path], base: Path,
     s = result["settings"]
     lines += ["", f"Contenders alternate in one process: {s['warmup_rounds']} warm-up round "
               f"(dropped), then {s['repeats']} rounds; tables give medians and the median of "
-              "the round-by-round ratios (> 1: qsimdist faster). Path searches get "
-              f"{s['search_repeats']} hyper-optimiser trials on both sides."]
+              "the round-by-round ratios (> 1: qsimdist faster). Path searches get at most "
+              f"{s['search_repeats']} hyper-optimiser trials on both sides (quimb runs all "
+              "of them; qsimdist none where the greedy path needs at most 1e7 "
+              "multiply-adds, `planner.path.NO_SEARCH_COST`)."]
     if c:
         lines += ["", f"Ceilings measured in this run: complex64 GEMM "
                   f"{c['gemm_flops'] / 1e9:.1f} GFLOP/s ({c['gemm_n']}³ through numpy), "

@@ -49,6 +49,12 @@ SEARCH_RATE = 1e9
 #: estimated seconds of one hyper-optimiser trial per tensor (trial plus subtree
 #: reconfiguration; measured ~4.8 ms on a 2,487-tensor network)
 TRIAL_SECONDS_PER_TENSOR = 5e-3
+#: a greedy path needing at most this many multiply-adds, with no intermediate over
+#: :data:`NO_SEARCH_SIZE` elements, is kept as it is whatever ``max_repeats`` says: its
+#: contraction takes milliseconds, one hyper-optimiser trial on a 100-tensor network
+#: about 0.1 s (the same bound as :data:`qsimdist.planner.simplify.CHEAP_COST`)
+NO_SEARCH_COST = 1e7
+NO_SEARCH_SIZE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -57,7 +63,9 @@ class PathOptions:
 
     Attributes:
         max_repeats: trials of the hyper-optimiser (``None``: by network size,
-            8 up to 100 tensors, 32 above).
+            8 up to 100 tensors, 32 above, fewer where the greedy contraction is
+            too cheap to pay for them). A network whose greedy path needs at most
+            :data:`NO_SEARCH_COST` multiply-adds keeps it: no trial is run.
         max_time: wall-clock budget in seconds (``None``: trials only).
         methods: cotengra path methods (``None``: cotengra's default, greedy + kahypar).
         minimize: cotengra objective (``flops``, ``size``, ``write``, ``combo``).
@@ -350,9 +358,12 @@ def _search(net: Network, options: PathOptions, target_size: int | None, progbar
         )
     else:
         tree = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
+        cost = float(tree.contraction_cost())
         repeats = options.max_repeats
         if repeats is None:
-            repeats = _default_repeats(n, float(tree.contraction_cost()))
+            repeats = _default_repeats(n, cost)
+        if cost <= NO_SEARCH_COST and tree.max_size() <= NO_SEARCH_SIZE:
+            repeats = 0
         if repeats > 0:
             tree = _hyper_search(inputs, output, size_dict, options, repeats, target_size,
                                  progbar)
