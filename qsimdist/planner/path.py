@@ -316,7 +316,8 @@ def find_path(
     options = options or PathOptions()
     names = _names_by_canonical(net)
     key_blob = json.dumps(
-        [net.canonical(), options.key(), target_size], separators=(",", ":"), default=list
+        [net.canonical(), options.key(), target_size, NO_SEARCH_COST],
+        separators=(",", ":"), default=list,
     )
     key = hashlib.sha256(key_blob.encode()).hexdigest()
     cached = _MEMORY_CACHE.get(key) if options.cache else None
