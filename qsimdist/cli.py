@@ -394,6 +394,20 @@ def version() -> None:
     typer.echo(__version__)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(False, "--version", callback=_print_version,
+                                      is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Exact tensor-network simulation of quantum circuits, planned for one or many devices."""
+
+
 def _profile_row(p) -> dict:
     """A hardware profile as plain JSON data, with its derived sizes."""
     import dataclasses

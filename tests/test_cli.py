@@ -389,6 +389,9 @@ def test_version_command(capsys):
     rc, out, _ = cli(capsys, "version")
     assert rc == 0
     assert out.strip() == qsimdist.__version__
+    rc, out, _ = cli(capsys, "--version")
+    assert rc == 0
+    assert out.strip() == qsimdist.__version__
 
 
 # ------------------------------------------------------------------ bad input
