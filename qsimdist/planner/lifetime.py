@@ -248,8 +248,13 @@ class LocalCosts:
     is not worth one. A loop step whose operands share no outer axis may
     instead run as the tiled kernel (row tiles of the large operand times the
     small one through BLAS, scattered into place; see ``tiled_seconds``),
-    when that is predicted faster than the loop. Defaults were fitted on a
-    2-core x86 machine (BENCHMARKS.md).
+    when that is predicted faster than the loop. A step too large for the
+    loop (``m*n*k > small_inner``) whose operands share no outer axis runs
+    tiled instead of BLAS broadcast only where predicted ``tiled_margin``
+    times faster: the broadcast model overprices batches of thin GEMMs (up to
+    3x on ``m = 2`` shapes), so only the clear cases change kernel (measured
+    on n30m14's 12 such steps, BENCHMARKS.md section 16). Defaults were
+    fitted on a 2-core x86 machine (BENCHMARKS.md).
     """
 
     call: float = 0.4e-6
@@ -265,6 +270,7 @@ class LocalCosts:
     tiled_byte: float = 1 / 20e9
     tiled_half: float = 14.0
     tiled_elements: int = 131072
+    tiled_margin: float = 2.5
 
     def tiled_seconds(self, rows: int, cols: int, k: int, itemsize: int) -> float:
         """Predicted time of the tiled kernel: ``rows x k`` by ``cols x k`` into ``rows x cols``.
@@ -382,15 +388,20 @@ def gemm_step(
     t_transpose = (
         costs.gemm_seconds(sizes(batch_modes), sizes(x_only), sizes(y_only), k) + t_permute
     )
-    t_tiled = float("inf")  # an alternative to the loop, for the same steps (no shared axis)
-    if t_loop < float("inf") and not any(lab == "ab" for lab, _ in outer):
+    t_tiled = float("inf")  # no shared outer axis: row tiles of the large operand by BLAS
+    if not any(lab == "ab" for lab, _ in outer):
         x_size, y_size = math.prod(x_view) // k, math.prod(y_view) // k
         t_tiled = costs.tiled_seconds(max(x_size, y_size), min(x_size, y_size), k, itemsize)
+        if t_loop == float("inf") and t_tiled * costs.tiled_margin > t_broadcast:
+            t_tiled = float("inf")  # beside broadcast only where clearly faster
     t_free = min(t_loop, t_tiled, t_broadcast)
     if t_free <= t_transpose * costs.transpose_margin and min(t_loop, t_tiled) <= t_broadcast:
         step.kernel = "broadcast"
         step.loop = True
         step.tiled = t_tiled < t_loop
+        if t_loop == float("inf"):  # without the compiled kernel (CuPy) it runs as broadcast
+            step.expand = expand
+            step.expanded_bytes = expand_bytes
     elif t_free <= t_transpose * costs.transpose_margin:
         step.kernel = "broadcast"
         step.expand = expand
