@@ -215,3 +215,16 @@ def test_cheap_networks_skip_the_hyper_search_whatever_max_repeats(monkeypatch):
     monkeypatch.setattr(path_mod, "NO_SEARCH_COST", greedy.contraction_cost() / 2)
     path_mod.find_path(cheap, opts)
     assert calls == [4]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_route_greedy_cost_is_cotengras_greedy(seed):
+    """The route choice prices the tensor-network route by cotengrust's greedy path directly
+    (no cotengra import); it must be the cost of cotengra's own 'greedy' path."""
+    from qsimdist.api import _greedy_cost
+    from qsimdist.planner.path import _symbolic
+
+    net = random_network(seed, n=40, n_out=2)
+    inputs, output, size_dict, _ = _symbolic(net)
+    tree = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
+    assert _greedy_cost(net) == pytest.approx(float(tree.contraction_cost()), rel=1e-12)
