@@ -603,10 +603,10 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def run() -> None:
+def console_main() -> None:
     """Console entry point (``qsimdist`` and ``python -m qsimdist``)."""
     _exit_now(main())
 
 
 if __name__ == "__main__":
-    run()
+    console_main()

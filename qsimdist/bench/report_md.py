@@ -180,11 +180,14 @@ def render(result: dict, images: dict[str, Path], base: Path,
     if json_path is not None:
         lines.append(f"Every number below is in `{_rel(json_path, base)}`.")
     s = result["settings"]
+    from ..planner.path import NO_SEARCH_COST
+
+    no_search = f"{NO_SEARCH_COST:.0e}".replace("e+0", "e")
     lines += ["", f"Contenders alternate in one process: {s['warmup_rounds']} warm-up round "
               f"(dropped), then {s['repeats']} rounds; tables give medians and the median of "
               "the round-by-round ratios (> 1: qsimdist faster). Path searches get at most "
               f"{s['search_repeats']} hyper-optimiser trials on both sides (quimb runs all "
-              "of them; qsimdist none where the greedy path needs at most 1e7 "
+              f"of them; qsimdist none where the greedy path needs at most {no_search} "
               "multiply-adds, `planner.path.NO_SEARCH_COST`)."]
     if c:
         lines += ["", f"Ceilings measured in this run: complex64 GEMM "

@@ -15,7 +15,7 @@ loops (numba, the qsim/Aer kernel shape) were measured against it and
 dropped: for fused gates (``k`` = 3..5) they were 1.5-3x slower at 12-23
 qubits, within 15% at ``k`` <= 2, faster only below 12 qubits by about 10 µs
 per gate, and importing numba (and compiling, on a fresh cache) cost 0.4-2 s
-per process (BENCHMARKS.md section 8).
+per process (BENCHMARKS.md section 16).
 
 Gates are taken by duck typing (anything with ``.matrix``, big-endian over
 ``.qubits``), so this module needs numpy only (layer 3 imports no frontend).

@@ -33,6 +33,7 @@ import numpy as np
 from .._fileio import atomic_write_text, read_regular_bytes
 from ..errors import InvalidInputError, PlanError
 from ..network import Network
+from .simplify import CHEAP_COST, CHEAP_SIZE
 
 _MEMORY_CACHE: dict[str, dict] = {}
 #: cache problems already warned about in this process (one warning each)
@@ -52,9 +53,9 @@ TRIAL_SECONDS_PER_TENSOR = 5e-3
 #: a greedy path needing at most this many multiply-adds, with no intermediate over
 #: :data:`NO_SEARCH_SIZE` elements, is kept as it is whatever ``max_repeats`` says: its
 #: contraction takes milliseconds, one hyper-optimiser trial on a 100-tensor network
-#: about 0.1 s (the same bound as :data:`qsimdist.planner.simplify.CHEAP_COST`)
-NO_SEARCH_COST = 1e7
-NO_SEARCH_SIZE = 1 << 20
+#: about 0.1 s (the bound below which simplification is skipped too)
+NO_SEARCH_COST = CHEAP_COST
+NO_SEARCH_SIZE = CHEAP_SIZE
 
 
 @dataclass(frozen=True)
