@@ -60,6 +60,33 @@ def test_tiled_gemm_matches_einsum(x_view, y_view, out_view, tile, dtype):
 
 
 @needs_numba
+@pytest.mark.parametrize("order", ["row", "column"])
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("x_view,y_view,out_view", SHAPES)
+def test_tiled_gemm_plane_scatter_orders(x_view, y_view, out_view, dtype, order):
+    """Both loop orders of the plane scatter, with tiles of one plane and of several."""
+    rng = np.random.default_rng(len(x_view))
+    x, y = _complex(rng, x_view, dtype), _complex(rng, y_view, dtype)
+    want = _reference(x, y)
+    for tile in (None, 64):
+        out = np.full(out_view, np.nan, dtype=dtype)
+        kernels.tiled_gemm(x, y, out, x_view, y_view, out_view, tile=tile, order=order)
+        assert rel_err(out, want) < (1e-6 if dtype == "complex64" else 1e-13)
+
+
+@needs_numba
+def test_tiled_gemm_real_and_complex_gemm_paths_agree():
+    """k <= REAL_GEMM_K runs a real GEMM on the interleaved storage; above, a complex one."""
+    rng = np.random.default_rng(11)
+    for k in (1, 2, kernels.REAL_GEMM_K, kernels.REAL_GEMM_K + 1, 16):
+        xv, yv, ov = (1, 2, 1, 2, k), (40, 1, 3, 5, k), (40, 2, 3, 2, 5)
+        x, y = _complex(rng, xv, "complex64"), _complex(rng, yv, "complex64")
+        out = np.empty(ov, dtype="complex64")
+        kernels.tiled_gemm(x, y, out, xv, yv, ov)
+        assert rel_err(out, _reference(x, y)) < 1e-6, k
+
+
+@needs_numba
 @pytest.mark.parametrize("seed", range(6))
 def test_tiled_gemm_random_interleavings(seed):
     """Random interleavings of the two operands' outer modes, several tiles, both threads."""
@@ -73,9 +100,10 @@ def test_tiled_gemm_random_interleavings(seed):
     out_view = tuple(int(e) for e in ext) + (m, n)
     dtype = "complex64" if seed % 2 else "complex128"
     x, y = _complex(rng, x_view, dtype), _complex(rng, y_view, dtype)
-    out = np.empty(out_view, dtype=dtype)
-    kernels.tiled_gemm(x, y, out, x_view, y_view, out_view, tile=3)
-    assert rel_err(out, _reference(x, y)) < (1e-6 if dtype == "complex64" else 1e-13)
+    for tile in (3, 32, None):  # runs (planes larger than a tile) and whole planes
+        out = np.empty(out_view, dtype=dtype)
+        kernels.tiled_gemm(x, y, out, x_view, y_view, out_view, tile=tile)
+        assert rel_err(out, _reference(x, y)) < (1e-6 if dtype == "complex64" else 1e-13)
 
 
 @needs_numba
@@ -105,14 +133,26 @@ def test_tiled_gemm_refuses_shared_axes_and_strided_output():
 
 
 def test_tiled_cost_model():
-    """The modelled kernel: no small operand over small_inner; a larger k per row pays off."""
+    """The modelled kernel: no small operand over tiled_small; a larger k per row pays off."""
     costs = LocalCosts()
-    assert costs.tiled_seconds(10**6, 64, 128, 8) == float("inf")  # 8192 > small_inner
+    assert costs.tiled_seconds(10**6, 512, 256, 8) == float("inf")  # 131072 > tiled_small
+    assert costs.tiled_seconds(10**6, 64, 128, 8) < float("inf")
     assert costs.tiled_seconds(0, 4, 4, 8) == float("inf")
     t1 = costs.tiled_seconds(2**20, 4, 4, 8)
-    assert costs.tiled_seconds(2**21, 4, 4, 8) == pytest.approx(2 * t1, rel=1e-6)
+    t2 = costs.tiled_seconds(2**21, 4, 4, 8)
+    assert t2 - costs.tiled_setup == pytest.approx(2 * (t1 - costs.tiled_setup), rel=1e-6)
     # per output element, k = 16 costs less than four times k = 4 (small GEMMs are inefficient)
     assert costs.tiled_seconds(2**20, 4, 16, 8) < 4 * t1
+
+
+def test_loop_cost_model():
+    """Unrolled (n, k) extents run at loop_flop, others at loop_flop_generic; too big: inf."""
+    costs = LocalCosts()
+    assert costs.loop_seconds(100, 64, 64, 2) == float("inf")  # 8192 > small_inner
+    fast = costs.loop_seconds(1000, 2, 4, 4) - costs.loop_setup
+    slow = costs.loop_seconds(1000, 2, 5, 4) - costs.loop_setup  # n = 5 is not unrolled
+    assert fast == pytest.approx(8.0 * 1000 * 32 * costs.loop_flop)
+    assert slow == pytest.approx(8.0 * 1000 * 40 * costs.loop_flop_generic)
 
 
 def _gate_step(k_extent: int, costs: LocalCosts | None = None):
@@ -134,12 +174,12 @@ def test_kernel_choice_between_loop_and_tiled():
     rows = 64 * 1024 * 2
     for step, k in ((small_k, 4), (large_k, 16)):
         t_tiled = costs.tiled_seconds(rows, 4, k, 8)
-        t_loop = step.batch * costs.loop_call + step.flops * costs.loop_flop
+        t_loop = costs.loop_seconds(step.batch, step.m, step.n, step.k)
         assert step.tiled == (t_tiled < t_loop)
     assert large_k.tiled  # k = 16: one BLAS GEMM per tile beats the scalar loop
     # a slow scatter makes the loop win; a free one the tiled kernel
     assert not _gate_step(16, LocalCosts(tiled_byte=1.0)).tiled
-    assert _gate_step(4, LocalCosts(tiled_byte=0.0, flop=0.0, call=0.0)).tiled
+    assert _gate_step(4, LocalCosts(tiled_byte=0.0, tiled_flop=0.0, tiled_setup=0.0)).tiled
     # an outer axis in both operands: never tiled
     size = {"b": 8, "c": 1024, "p": 2, "k": 16}
     step = gemm_step(0, 1, 2, ("b", "p", "k"), ("b", "c", "k"), ("b", "p", "c"), size, 8)
@@ -151,7 +191,8 @@ def test_kernel_choice_between_loop_and_tiled():
 def test_plan_with_tiled_steps_matches_einsum(seed):
     """Force the tiled kernel wherever it applies; the contraction must match einsum."""
     net = random_network(seed, n=16, n_out=3)
-    forced = LocalCosts(tiled_byte=0.0, flop=0.0, call=0.0, loop_call=1.0, permute_byte=1.0)
+    forced = LocalCosts(tiled_byte=0.0, tiled_flop=0.0, tiled_setup=0.0, loop_call=1.0,
+                        permute_byte=1.0)
     plan = make_plan(net, dtype="complex128", path_options=PathOptions(max_repeats=2),
                      costs=forced)
     steps = plan.steps

@@ -49,12 +49,22 @@ prange = range  # numba.prange once numba is loaded (read when the loop is compi
 _loop = None  # the compiled generic loop (numba dispatcher), made on first use
 _chunk = None  # the compiled serial body of one chunk of outer indices
 _unrolled: dict[tuple[int, int], object] = {}
-_scatter = None  # the compiled scatter of tiled_gemm, made on first use
+_scatter = None  # the compiled scatters of tiled_gemm, made on first use
+_scatter_p = None
 _workers: ThreadPoolExecutor | None = None
+#: per-shape layouts (stride tables, offsets) kept for reuse: a step's Python set-up cost
+#: more than its arithmetic on small steps, and every slice repeats every step
+LAYOUT_CACHE = 4096
+_small_layouts: dict = {}
+_tiled_layouts: dict = {}
 
 #: tiled_gemm: output elements per scratch tile (complex64: 1 MiB; 4x smaller measured
-#: slower). The planner's cost model (``LocalCosts.tiled_elements``) assumes this value.
+#: slower).
 TILE_ELEMENTS = 131072
+#: tiled_gemm: contractions over at most this many elements run as real GEMMs on the
+#: interleaved complex storage (measured 1.1-1.9x faster than complex GEMMs at k <= 4
+#: and about equal at k = 8, BENCHMARKS.md section 17)
+REAL_GEMM_K = 8
 
 
 def available() -> bool:
@@ -163,13 +173,19 @@ def _outer_strides(view: tuple[int, ...], outer: tuple[int, ...]) -> np.ndarray:
     return strides
 
 
-def small_gemm(x, y, out, x_view, y_view, out_view) -> None:
-    """``out[..., i, j] = sum_l x[..., i, l] * y[..., j, l]`` with broadcasting over outer axes.
+def _remember(cache: dict, key, value):
+    if len(cache) >= LAYOUT_CACHE:  # plans have at most a few thousand distinct steps
+        cache.clear()
+    cache[key] = value
+    return value
 
-    Outer axes along which the larger operand is constant are iterated
-    innermost, so each of its blocks is reused from cache for every row of
-    the smaller operand before moving on.
-    """
+
+def _small_layout(x_view, y_view, out_view) -> tuple:
+    """The compiled loop and its stride tables for one step shape (cached by shape)."""
+    key = (tuple(x_view), tuple(y_view), tuple(out_view))
+    got = _small_layouts.get(key)
+    if got is not None:
+        return got
     outer = tuple(out_view[:-2])
     m, n = out_view[-2], out_view[-1]
     k = x_view[-1]
@@ -186,12 +202,23 @@ def small_gemm(x, y, out, x_view, y_view, out_view) -> None:
     else:
         dims = np.ones(1, np.int64)
         xs = ys = os = np.zeros(1, np.int64)
-    x, y, out = x.reshape(-1), y.reshape(-1), out.reshape(-1)
     # the commonest tiny shapes get kernels with n and k unrolled at compile time
     if n in UNROLLED_N and k in UNROLLED_K:
-        _compiled_unrolled(n, k)(x, y, out, dims, xs, ys, os, m, k, k, 16384)
+        got = (_compiled_unrolled(n, k), (dims, xs, ys, os, m, k, k, 16384))
     else:
-        _compiled_loop()(x, y, out, dims, xs, ys, os, m, n, k, k, k, 16384)
+        got = (_compiled_loop(), (dims, xs, ys, os, m, n, k, k, k, 16384))
+    return _remember(_small_layouts, key, got)
+
+
+def small_gemm(x, y, out, x_view, y_view, out_view) -> None:
+    """``out[..., i, j] = sum_l x[..., i, l] * y[..., j, l]`` with broadcasting over outer axes.
+
+    Outer axes along which the larger operand is constant are iterated
+    innermost, so each of its blocks is reused from cache for every row of
+    the smaller operand before moving on.
+    """
+    run, args = _small_layout(x_view, y_view, out_view)
+    run(x.reshape(-1), y.reshape(-1), out.reshape(-1), *args)
 
 
 # ------------------------------------------------------------------ tiled GEMM + scatter
@@ -233,12 +260,66 @@ def _scatter_rows(tmp, out, row0, nrows, bdims, bos, offs):  # pragma: no cover
             d -= 1
 
 
+def _scatter_planes(tmp, out, row0, nrows, bdims, bos, offs, by_row):  # pragma: no cover
+    """:func:`_scatter_rows` for tiles of whole planes of the two innermost row axes.
+
+    ``row0`` and ``nrows`` are multiples of the plane (``bdims[-2] * bdims[-1]``
+    rows), so each plane's two innermost axes are plain nested loops and the
+    odometer moves once per plane. ``by_row``: columns innermost (the tile is
+    read in order and each output row written as a few short streams), else
+    columns outermost (each column's writes follow the innermost axis).
+    """
+    nd = bdims.shape[0]
+    d1 = bdims[nd - 1]
+    d2 = bdims[nd - 2]
+    s1 = bos[nd - 1]
+    s2 = bos[nd - 2]
+    plane = d1 * d2
+    pos = np.zeros(nd, dtype=np.int64)
+    rem = row0 // plane
+    ob = 0
+    for d in range(nd - 3, -1, -1):
+        pos[d] = rem % bdims[d]
+        rem //= bdims[d]
+        ob += pos[d] * bos[d]
+    ncol = offs.shape[0]
+    t = 0
+    while t < nrows:
+        if by_row:
+            for a in range(d2):
+                oa = ob + a * s2
+                ta = t + a * d1
+                for q in range(d1):
+                    oq = oa + q * s1
+                    for c in range(ncol):
+                        out[oq + offs[c]] = tmp[ta + q, c]
+        else:
+            for c in range(ncol):
+                oc = ob + offs[c]
+                for a in range(d2):
+                    oa = oc + a * s2
+                    ta = t + a * d1
+                    for q in range(d1):
+                        out[oa + q * s1] = tmp[ta + q, c]
+        t += plane
+        d = nd - 3
+        while d >= 0:
+            pos[d] += 1
+            ob += bos[d]
+            if pos[d] < bdims[d]:
+                break
+            ob -= bos[d] * bdims[d]
+            pos[d] = 0
+            d -= 1
+
+
 def _compiled_scatter():
-    global _scatter
+    global _scatter, _scatter_p
     if _scatter is None:
         import numba
 
         _scatter = numba.njit(cache=True, nogil=True)(_scatter_rows)
+        _scatter_p = numba.njit(cache=True, nogil=True)(_scatter_planes)
     return _scatter
 
 
@@ -289,31 +370,23 @@ def _blas_thread_setter():
     return _blas_local_threads
 
 
+_CPUS = os.cpu_count() or 1  # (os.cpu_count takes ~17 us in a container: read once)
+
+
 def _threads() -> int:
     if not _HAVE_NUMBA:
         return 1
     import numba
 
-    return max(1, min(os.cpu_count() or 1, numba.get_num_threads()))
+    return max(1, min(_CPUS, numba.get_num_threads()))
 
 
-def tiled_gemm(x, y, out, x_view, y_view, out_view, tile: int | None = None) -> None:
-    """:func:`small_gemm`'s contraction as row-tiled BLAS GEMMs scattered into place.
-
-    Needs no outer axis shared by ``x`` and ``y`` (see :func:`tiled_shape`),
-    C-contiguous ``x``, ``y`` and ``out``. ``tile``: rows per GEMM (default:
-    :data:`TILE_ELEMENTS` output elements per tile).
-    """
-    shape = tiled_shape(x_view, y_view, out_view)
-    if shape is None:
-        raise ValueError("tiled_gemm needs operands that share no outer axis")
-    if not out.flags.c_contiguous:
-        raise ValueError("tiled_gemm needs a C-contiguous output")
-    if out.size == 0:
-        return
-    if x_view[-1] == 0:  # an empty sum
-        out[...] = 0
-        return
+def _tiled_layout(x_view, y_view, out_view, tile: int | None, order: str | None) -> tuple:
+    """Shape-only part of :func:`tiled_gemm`: roles, scatter tables, tile (cached by shape)."""
+    key = (tuple(x_view), tuple(y_view), tuple(out_view), tile, order)
+    got = _tiled_layouts.get(key)
+    if got is not None:
+        return got
     outer = tuple(out_view[:-2])
     m, n, k = out_view[-2], out_view[-1], x_view[-1]
     o_strides = np.zeros(len(outer), dtype=np.int64)
@@ -324,51 +397,146 @@ def tiled_gemm(x, y, out, x_view, y_view, out_view, tile: int | None = None) -> 
     roles = _outer_roles(x_view, y_view, out_view)
     x_is_small = math.prod(x_view) <= math.prod(y_view)
     if x_is_small:  # small rows (x outer..., i), large rows (y outer..., j)
-        s, b, p, q, p_step, q_step = x, y, m, n, n, 1
+        p, q, p_step, q_step = m, n, n, 1
         s_axes = [d for d, in_x, _ in roles if in_x]
         b_axes = [d for d, in_x, _ in roles if not in_x]
     else:
-        s, b, p, q, p_step, q_step = y, x, n, m, 1, n
+        p, q, p_step, q_step = n, m, 1, n
         s_axes = [d for d, _, in_y in roles if in_y]
         b_axes = [d for d, _, in_y in roles if not in_y]
     offs = np.zeros(1, dtype=np.int64)
     for d in s_axes:
         offs = (offs[:, None] + np.arange(outer[d], dtype=np.int64) * o_strides[d]).ravel()
     offs = (offs[:, None] + np.arange(p, dtype=np.int64) * p_step).ravel()
-    bdims = np.asarray([outer[d] for d in b_axes] + [q], dtype=np.int64)
-    bos = np.asarray([o_strides[d] for d in b_axes] + [q_step], dtype=np.int64)
+    # row axes of the large operand (at least two: a plane needs two; pad with extent 1)
+    bdims = np.asarray([1] + [outer[d] for d in b_axes] + [q], dtype=np.int64)
+    bos = np.asarray([0] + [o_strides[d] for d in b_axes] + [q_step], dtype=np.int64)
+    cols = offs.shape[0]
+    tile = tile or max(64, TILE_ELEMENTS // max(cols, 1))
+    bdims, bos = _fit_plane(bdims, bos, tile)
+    plane = int(bdims[-1] * bdims[-2])
+    by_plane = plane <= tile  # whole planes per tile: the plane scatter
+    if by_plane:
+        tile -= tile % plane
+    if order is None:
+        # columns outermost where each column's writes run contiguously for a while
+        by_row = not (bos[-1] == 1 and bdims[-1] >= 16)
+    else:
+        by_row = order == "row"
+    got = (x_is_small, offs, bdims, bos, tile, by_plane, by_row)
+    return _remember(_tiled_layouts, key, got)
+
+
+def _divisor_at_most(extent: int, limit: int) -> int:
+    """The largest divisor of ``extent`` that is at most ``limit`` (at least 1)."""
+    limit = max(1, min(extent, limit))
+    best = math.gcd(extent, 1 << (limit.bit_length() - 1))  # extents are mostly powers of 2
+    if best * 2 > limit:
+        return best
+    for f in range(limit, best, -1):
+        if extent % f == 0:
+            return f
+    return best
+
+
+def _fit_plane(bdims, bos, tile: int):
+    """Split the two innermost row axes (an axis of extent E and stride S becomes E/f and f,
+    strides S*f and S) until a plane of the two innermost fits in a tile where it can."""
+    dims, strides = [int(d) for d in bdims], [int(v) for v in bos]
+    if dims[-1] * dims[-2] > tile and dims[-1] > tile:
+        f = _divisor_at_most(dims[-1], tile)
+        e, st = dims.pop(), strides.pop()
+        dims += [e // f, f]
+        strides += [st * f, st]
+    if dims[-1] * dims[-2] > tile:
+        g = _divisor_at_most(dims[-2], tile // dims[-1])
+        e, st = dims[-2], strides[-2]
+        dims[-2:-1] = [e // g, g]
+        strides[-2:-1] = [st * g, st]
+    return np.asarray(dims, dtype=np.int64), np.asarray(strides, dtype=np.int64)
+
+
+def _real_form(st):
+    """``st`` (k x cols, complex) as the real (2k x 2cols) matrix acting on (re, im) pairs."""
+    k, cols = st.shape
+    rmat = np.empty((2 * k, 2 * cols), dtype=st.real.dtype)
+    rmat[0::2, 0::2] = st.real
+    rmat[1::2, 0::2] = -st.imag
+    rmat[0::2, 1::2] = st.imag
+    rmat[1::2, 1::2] = st.real
+    return rmat
+
+
+def tiled_gemm(x, y, out, x_view, y_view, out_view, tile: int | None = None,
+               order: str | None = None) -> None:
+    """:func:`small_gemm`'s contraction as row-tiled BLAS GEMMs scattered into place.
+
+    Needs no outer axis shared by ``x`` and ``y`` (see :func:`tiled_shape`),
+    C-contiguous ``out``. ``tile``: rows per GEMM (default:
+    :data:`TILE_ELEMENTS` output elements per tile). ``order``: ``"row"`` or
+    ``"column"`` forces the plane scatter's loop order (default: chosen from
+    the innermost row axis; for tests and benchmarks).
+    """
+    if not out.flags.c_contiguous:
+        raise ValueError("tiled_gemm needs a C-contiguous output")
+    layout = _tiled_layouts.get((tuple(x_view), tuple(y_view), tuple(out_view), tile, order))
+    if layout is None:
+        if tiled_shape(x_view, y_view, out_view) is None:
+            raise ValueError("tiled_gemm needs operands that share no outer axis")
+        if out.size == 0:
+            return
+        if x_view[-1] == 0:  # an empty sum
+            out[...] = 0
+            return
+        layout = _tiled_layout(x_view, y_view, out_view, tile, order)
+    x_is_small, offs, bdims, bos, tile, by_plane, by_row = layout
+    k = x_view[-1]
+    s, b = (x, y) if x_is_small else (y, x)
     s2 = s.reshape(-1, k)
     b2 = b.reshape(-1, k)
     st = np.ascontiguousarray(s2.T)
     rows, cols = b2.shape[0], s2.shape[0]
     flat = out.reshape(-1)
-    tile = tile or max(64, TILE_ELEMENTS // max(cols, 1))
     scatter = _compiled_scatter()
+    scatter_p = _scatter_p
     n_tiles = (rows + tile - 1) // tile
+    # thin complex GEMMs run faster as real GEMMs on the interleaved storage: the rows'
+    # (re, im) pairs times the small operand's real 2x2-block form (same FLOPs)
+    real = (out.dtype.kind == "c" and k <= REAL_GEMM_K and b2.flags.c_contiguous
+            and b2.dtype == out.dtype)
+    if real:
+        rdt = out.real.dtype
+        lhs, rhs = b2.view(rdt), _real_form(st.astype(out.dtype, copy=False))
+    else:
+        lhs, rhs = b2, st
 
     set_blas_threads = _blas_thread_setter()
 
     def work(first: int, last: int) -> None:
-        buf = np.empty((tile, cols), dtype=out.dtype)
+        buf = np.empty((min(tile, rows), cols), dtype=out.dtype)
+        dest = buf.view(rdt) if real else buf
         before = set_blas_threads(1) if set_blas_threads is not None else 0
         try:
             for t in range(first, last):
                 r0 = t * tile
                 r1 = min(rows, r0 + tile)
+                np.matmul(lhs[r0:r1], rhs, out=dest[: r1 - r0])
                 part = buf[: r1 - r0]
-                np.matmul(b2[r0:r1], st, out=part)
-                scatter(part, flat, r0, r1 - r0, bdims, bos, offs)
+                if by_plane:
+                    scatter_p(part, flat, r0, r1 - r0, bdims, bos, offs, by_row)
+                else:
+                    scatter(part, flat, r0, r1 - r0, bdims, bos, offs)
         finally:
             if set_blas_threads is not None:
                 set_blas_threads(before)
 
-    threads = min(_threads(), n_tiles)
+    threads = min(_threads(), n_tiles) if n_tiles > 1 else 1
     if threads <= 1:
         work(0, n_tiles)
         return
     global _workers
     if _workers is None:
-        _workers = ThreadPoolExecutor(max_workers=os.cpu_count() or 2,
+        _workers = ThreadPoolExecutor(max_workers=max(2, _CPUS),
                                       thread_name_prefix="qsimdist-tiled")
     bounds = [n_tiles * i // threads for i in range(threads + 1)]
     futures = [_workers.submit(work, bounds[i], bounds[i + 1]) for i in range(1, threads)]

@@ -233,28 +233,31 @@ class LocalCosts:
     """Constants of the single-device kernel choice (seconds per unit).
 
     ``call`` is the overhead of one BLAS call (one inner GEMM of a broadcast
-    ``matmul``) and ``loop_call`` of one small block in the compiled loop
-    kernel, which runs blocks of up to ``small_inner`` multiply-adds at
-    ``loop_flop`` seconds per real FLOP. ``flop`` is the BLAS time per real
-    FLOP of a large GEMM; an ``m x n x k`` GEMM runs at that rate times
-    ``m/(m+h) * n/(n+h) * k/(k+h)`` with ``h = gemm_half`` (small GEMMs
-    leave most of the machine idle: on the machine below a 2 x 1024 x 32
-    GEMM runs ten times slower per FLOP than a 512-cube). ``copy_byte`` is
-    the time of one byte moved by a contiguous copy (or a permutation whose
-    contiguous runs are at least ``long_run`` elements) and ``permute_byte``
-    by a strided permutation. A step permutes at run time only when that is
-    predicted ``transpose_margin`` times faster than the best permutation-free
-    kernel: the lifetime order exists to avoid permutations, and a close call
-    is not worth one. A loop step whose operands share no outer axis may
-    instead run as the tiled kernel (row tiles of the large operand times the
-    small one through BLAS, scattered into place; see ``tiled_seconds``),
-    when that is predicted faster than the loop. A step too large for the
-    loop (``m*n*k > small_inner``) whose operands share no outer axis runs
-    tiled instead of BLAS broadcast only where predicted ``tiled_margin``
-    times faster: the broadcast model overprices batches of thin GEMMs (up to
-    3x on ``m = 2`` shapes), so only the clear cases change kernel (measured
-    on n30m14's 12 such steps, BENCHMARKS.md section 16). Defaults were
-    fitted on a 2-core x86 machine (BENCHMARKS.md).
+    ``matmul``). ``flop`` is the BLAS time per real FLOP of a large GEMM; an
+    ``m x n x k`` GEMM runs at that rate times ``m/(m+h) * n/(n+h) *
+    k/(k+h)`` with ``h = gemm_half`` (small GEMMs leave most of the machine
+    idle: on the machine below a 2 x 1024 x 32 GEMM runs ten times slower per
+    FLOP than a 512-cube). ``copy_byte`` is the time of one byte moved by a
+    contiguous copy (or a permutation whose contiguous runs are at least
+    ``long_run`` elements) and ``permute_byte`` by a strided permutation. A
+    step permutes at run time only when that is predicted
+    ``transpose_margin`` times faster than the best permutation-free kernel:
+    the lifetime order exists to avoid permutations, and a close call is not
+    worth one.
+
+    Broadcast steps whose inner GEMM has at most ``small_inner``
+    multiply-adds may run in the compiled loop kernel: ``loop_setup`` per
+    step (dispatch and stride tables), ``loop_call`` per outer index, and
+    ``loop_flop`` seconds per real FLOP where ``n`` and ``k`` are among the
+    unrolled extents (``loop_unrolled_n``, ``loop_unrolled_k``), else
+    ``loop_flop_generic``. A step whose operands share no outer axis may
+    instead run as the tiled kernel (see ``tiled_seconds``). A step too large
+    for the loop runs tiled instead of BLAS broadcast only where predicted
+    ``tiled_margin`` times faster. The loop and tiled constants were fitted
+    (least squares on log time) to 183 step shapes of three circuits' plans
+    timed in isolation, section 17 of BENCHMARKS.md: the fitted choice's total
+    time is within 1% of the best kernel's per step, the previous constants'
+    40% above it. Defaults are for a 2-core x86 machine (BENCHMARKS.md).
     """
 
     call: float = 0.4e-6
@@ -263,38 +266,47 @@ class LocalCosts:
     copy_byte: float = 1 / 4e9
     permute_byte: float = 1 / 1.5e9
     long_run: int = 64
-    loop_call: float = 10e-9
-    loop_flop: float = 1 / 5e9
+    loop_setup: float = 4.6e-6
+    loop_call: float = 0.0
+    loop_flop: float = 1 / 10e9
+    loop_flop_generic: float = 1 / 6.7e9
+    loop_unrolled_n: tuple[int, ...] = (1, 2, 4, 8, 16)
+    loop_unrolled_k: tuple[int, ...] = (2, 4, 8)
     small_inner: int = 4096
     transpose_margin: float = 1.5
-    tiled_byte: float = 1 / 20e9
-    tiled_half: float = 14.0
-    tiled_elements: int = 131072
-    tiled_margin: float = 2.5
+    tiled_setup: float = 23e-6
+    tiled_flop: float = 1 / 150e9
+    tiled_half: float = 3.0
+    tiled_byte: float = 1 / 10.5e9
+    tiled_margin: float = 1.5
+    tiled_small: int = 65536
+
+    def loop_seconds(self, batch: int, m: int, n: int, k: int) -> float:
+        """Predicted time of the compiled loop kernel (inf where the inner GEMM is too big)."""
+        if m * n * k > self.small_inner:
+            return float("inf")
+        unrolled = n in self.loop_unrolled_n and k in self.loop_unrolled_k
+        per_flop = self.loop_flop if unrolled else self.loop_flop_generic
+        return self.loop_setup + batch * self.loop_call + 8.0 * batch * m * n * k * per_flop
 
     def tiled_seconds(self, rows: int, cols: int, k: int, itemsize: int) -> float:
         """Predicted time of the tiled kernel: ``rows x k`` by ``cols x k`` into ``rows x cols``.
 
-        It is one single-threaded BLAS GEMM per tile of ``tiled_elements``
-        output elements (the executor's ``kernels.TILE_ELEMENTS``; ``call``
-        each) at ``flop`` seconds per real FLOP times ``(cols + h) / cols * (k +
-        h) / k`` with ``h = tiled_half`` (thin GEMMs leave the vector units
-        idle), plus the large operand read and the output scattered into place
-        at ``tiled_byte`` seconds per byte. Only a small operand (``cols * k <=
-        small_inner``) qualifies. Fitted beside the loop kernel on the step
-        shapes of ``python -m qsimdist.bench.kernels --more`` (BENCHMARKS.md):
-        with ``cols`` and ``k`` of 4 the tiled kernel measured 1.1-1.3x faster
-        than the loop (predicted 1.25x), with 8 and 16 4.7x (predicted 3.3x).
+        Row tiles of the large operand times the small one through BLAS (as
+        real GEMMs on the interleaved storage where ``k`` is small), each tile
+        scattered into place: ``tiled_setup`` per step, ``tiled_flop`` seconds
+        per real FLOP divided by ``cols/(cols+h) * k/(k+h)`` with ``h =
+        tiled_half`` (thin GEMMs leave the vector units idle), plus the large
+        operand read and the output written at ``tiled_byte`` seconds per
+        byte. Only a small operand (``cols * k <= tiled_small``) qualifies.
         """
-        if cols * k > self.small_inner or k == 0 or rows == 0:
+        if cols * k > self.tiled_small or k == 0 or rows == 0:
             return float("inf")
-        tile = max(64, self.tiled_elements // max(cols, 1))
-        tiles = -(-rows // tile)
         h = self.tiled_half
         eff = (cols / (cols + h)) * (k / (k + h))
         flops = 8.0 * rows * cols * k
         moved = (rows * k + rows * cols) * itemsize
-        return tiles * self.call + flops * self.flop / eff + moved * self.tiled_byte
+        return self.tiled_setup + flops * self.tiled_flop / eff + moved * self.tiled_byte
 
     def gemm_seconds(self, calls: int, m: int, n: int, k: int) -> float:
         """Predicted time of ``calls`` BLAS GEMMs of shape ``m x n x k`` (complex)."""
@@ -359,11 +371,7 @@ def gemm_step(
         expand = "x" if m <= n else "y"
         expand_bytes = batch * (m if expand == "x" else n) * k * itemsize
     t_broadcast = costs.gemm_seconds(batch, m, n, k) + 2 * expand_bytes * costs.copy_byte
-    t_loop = (
-        batch * costs.loop_call + flops * costs.loop_flop
-        if m * n * k <= costs.small_inner
-        else float("inf")
-    )
+    t_loop = costs.loop_seconds(batch, m, n, k)
     # transpose: one GEMM over the batch modes, then a permutation into place.
     batch_modes = [i for i, lab in zip(lc, labels) if lab == "ab"]
     x_modes, y_modes = (la, lb) if x_side == "a" else (lb, la)
