@@ -212,3 +212,29 @@ def test_plan_with_tiled_steps_matches_einsum(seed):
         kernels.tiled_gemm = original
     assert len(calls) == sum(1 for s in steps if s.tiled)
     assert rel_err(root.reshape(want.shape), want) < 1e-10
+
+
+@pytest.mark.parametrize("seed", range(30))  # 13 tiled, 10 plain GEMM, 5 broadcast, 2 loop
+def test_kernel_fit_choice_follows_gemm_step(seed):
+    """The kernel-fit bench's choice rule (used for its regret numbers) is the planner's."""
+    from qsimdist.bench.kernel_fit import choice
+
+    rng = np.random.default_rng(seed)
+    # a small operand (gate-like) on a large one, outer modes interleaved, no shared mode
+    n_small, n_big = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    small = [f"s{i}" for i in range(n_small)]
+    big = [f"b{i}" for i in range(n_big)]
+    size = {i: int(rng.choice([2, 4])) for i in small}
+    size.update({i: int(rng.choice([2, 8, 64, 1024, 8192])) for i in big})
+    size["k"] = int(rng.choice([2, 4, 8, 16, 64]))
+    order = list(rng.permutation(small + big))
+    la, lb = tuple(small) + ("k",), tuple(big) + ("k",)
+    # the bench times the three permutation-free kernels; a margin of infinity keeps the
+    # planner among them too
+    costs = LocalCosts(transpose_margin=float("inf"))
+    step = gemm_step(0, 1, 2, la, lb, tuple(order), size, 8, costs)
+    row = {"x": list(step.x_view), "y": list(step.y_view), "out": list(step.out_view)}
+    want = ("tiled" if step.tiled else "loop") if step.loop else step.kernel
+    want = "broadcast" if want == "gemm" else want  # a plain GEMM: one matmul either way
+    assert want in ("loop", "tiled", "broadcast")
+    assert choice(row, costs) == want

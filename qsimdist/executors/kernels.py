@@ -512,12 +512,12 @@ def tiled_gemm(x, y, out, x_view, y_view, out_view, tile: int | None = None,
 
     set_blas_threads = _blas_thread_setter()
 
-    def work(first: int, last: int) -> None:
+    def work(tiles) -> None:
         buf = np.empty((min(tile, rows), cols), dtype=out.dtype)
         dest = buf.view(rdt) if real else buf
         before = set_blas_threads(1) if set_blas_threads is not None else 0
         try:
-            for t in range(first, last):
+            for t in tiles:
                 r0 = t * tile
                 r1 = min(rows, r0 + tile)
                 np.matmul(lhs[r0:r1], rhs, out=dest[: r1 - r0])
@@ -532,14 +532,16 @@ def tiled_gemm(x, y, out, x_view, y_view, out_view, tile: int | None = None,
 
     threads = min(_threads(), n_tiles) if n_tiles > 1 else 1
     if threads <= 1:
-        work(0, n_tiles)
+        work(range(n_tiles))
         return
     global _workers
     if _workers is None:
         _workers = ThreadPoolExecutor(max_workers=max(2, _CPUS),
                                       thread_name_prefix="qsimdist-tiled")
-    bounds = [n_tiles * i // threads for i in range(threads + 1)]
-    futures = [_workers.submit(work, bounds[i], bounds[i + 1]) for i in range(1, threads)]
-    work(bounds[0], bounds[1])
+    # the threads take tiles from one shared iterator (next() on it is atomic under the
+    # GIL), so a thread started late or slowed by another process takes fewer
+    shared = iter(range(n_tiles))
+    futures = [_workers.submit(work, shared) for _ in range(1, threads)]
+    work(shared)
     for f in futures:
         f.result()
