@@ -19,7 +19,12 @@ from the large operand's row and a part from the small one's, so the
 scatter needs one small offset table and an odometer over the rows. No
 FLOP is wasted (unlike a Kronecker-expanded GEMM), the large operand is
 read once in order and the output written once, and the tiles split over
-the cores (each thread asks OpenBLAS for single-threaded GEMMs).
+the cores (each thread asks OpenBLAS for single-threaded GEMMs). Thin tiles
+(``k <= REAL_GEMM_K``) run as real GEMMs on the interleaved complex storage,
+and the scatter walks the large operand's two innermost row axes as plain
+loops (a "plane"), tiles holding whole planes (BENCHMARKS.md section 17).
+Both kernels cache their per-shape tables, so a repeated step (every slice)
+pays its Python set-up once.
 """
 
 from __future__ import annotations
