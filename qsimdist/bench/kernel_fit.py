@@ -106,24 +106,29 @@ def _features(row: dict) -> tuple[int, int, int, int, int]:
 
 
 def choice(row: dict, costs) -> str:
-    """The kernel ``gemm_step``'s rule picks for this shape under ``costs`` (loop/tiled/broadcast)."""
+    """The kernel the planner's ``gemm_step`` picks for this shape under ``costs``.
+
+    The step is rebuilt from its views (one mode per outer axis, owned by the
+    operand that varies along it, then ``m``, ``n`` and ``k``) and planned with
+    run-time permutations priced out, since only the permutation-free kernels
+    are timed here; a plain GEMM (no outer axis) counts as ``broadcast``, the
+    one ``matmul`` timed.
+    """
+    import dataclasses
+
+    from qsimdist.planner.lifetime import gemm_step
+
     xv, yv, ov = row["x"], row["y"], row["out"]
-    if len(ov) == 2:
-        return "broadcast"  # no outer axis: the planner's plain GEMM, one matmul as timed here
-    rows, cols, k, batch, n = _features(row)
-    m = ov[-2]
-    outer = ov[:-2]
-    x_b = any(d == 1 < o for d, o in zip(xv[:-2], outer))
-    y_b = any(d == 1 < o for d, o in zip(yv[:-2], outer))
-    expand = batch * min(m, n) * k * 8 if (x_b and y_b) else 0
-    t_broadcast = costs.gemm_seconds(batch, m, n, k) + 2 * expand * costs.copy_byte
-    t_loop = costs.loop_seconds(batch, m, n, k)
-    t_tiled = costs.tiled_seconds(rows, cols, k, 8)
-    if t_loop == float("inf") and t_tiled * costs.tiled_margin > t_broadcast:
-        t_tiled = float("inf")
-    if min(t_loop, t_tiled) <= t_broadcast:
-        return "tiled" if t_tiled < t_loop else "loop"
-    return "broadcast"
+    outer = [f"o{d}" for d in range(len(ov) - 2)]
+    size = {mode: ov[d] for d, mode in enumerate(outer)}
+    size.update(m=ov[-2], n=ov[-1], k=xv[-1])
+    la = tuple(mode for d, mode in enumerate(outer) if xv[d] != 1) + ("m", "k")
+    lb = tuple(mode for d, mode in enumerate(outer) if yv[d] != 1) + ("n", "k")
+    free = dataclasses.replace(costs, transpose_margin=float("inf"))
+    step = gemm_step(0, 1, 2, la, lb, tuple(outer) + ("m", "n"), size, 8, free)
+    if step.loop:
+        return "tiled" if step.tiled else "loop"
+    return "broadcast"  # broadcast, or a plain GEMM: one matmul either way
 
 
 def regret(rows: list[dict], costs) -> dict:
@@ -214,4 +219,8 @@ def main(argv: list[str] | None = None) -> dict | list:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (OSError, ValueError, KeyError) as exc:  # a missing or malformed file
+        print(f"kernel_fit: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(2)
