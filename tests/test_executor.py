@@ -117,3 +117,73 @@ def test_large_gemm_shape_prefers_one_gemm_and_permutation():
     quick = gemm_step(0, 1, 2, la, lb, lc, size, 8,
                       LocalCosts(transpose_margin=1e9, tiled_setup=float("inf")))
     assert quick.kernel == "broadcast"  # the margin keeps close calls permutation-free
+
+
+@pytest.mark.parametrize("sliced", [False, True])
+def test_workspace_kept_between_runs_never_aliases_results(sliced):
+    """A plan keeps its free buffers for its next run; results handed out stay the caller's."""
+    net = random_network(3, n=16, n_out=3)
+    full = make_plan(net, dtype="complex128", path_options=PathOptions(max_repeats=2))
+    limit = full.stats.peak_bytes // 2 if sliced else None
+    plan = make_plan(net, dtype="complex128", memory_limit=limit,
+                     path_options=PathOptions(max_repeats=2))
+    assert (plan.stats.n_slices > 1) == sliced
+    want = np.einsum(net.einsum_equation(), *net.arrays, optimize="greedy")
+    assert not plan.workspace
+    first = plan.execute()
+    kept = dict(plan.workspace)
+    assert list(kept) == [("numpy", np.dtype("complex128").str)]
+    pool = kept[("numpy", np.dtype("complex128").str)]
+    assert pool.held > 0
+    snapshot = first.copy()
+    second = plan.execute()
+    # the second run took the first run's pool and left it again
+    assert plan.workspace[("numpy", np.dtype("complex128").str)] is pool
+    assert not np.shares_memory(first, second)
+    np.testing.assert_array_equal(first, snapshot)  # the second run wrote nothing into it
+    assert rel_err(second, want) < 1e-10
+    assert rel_err(first, want) < 1e-10
+    # never saved nor compared
+    assert "workspace" not in plan.to_dict(include_arrays=False)
+    released = plan.release_workspace()
+    assert released == pool.held and not plan.workspace
+
+
+def test_workspace_not_kept_when_asked_or_too_large(monkeypatch):
+    from qsimdist.executors import local
+
+    net = random_network(4, n=14, n_out=2)
+    plan = make_plan(net, dtype="complex64", path_options=PathOptions(max_repeats=2))
+    want = np.einsum(net.einsum_equation(), *net.arrays, optimize="greedy")
+    assert rel_err(plan.execute(reuse_workspace=False), want) < 1e-5
+    assert not plan.workspace
+    monkeypatch.setattr(local, "RETAIN_BYTES", 0)
+    assert rel_err(plan.execute(), want) < 1e-5
+    assert not plan.workspace  # it held more than RETAIN_BYTES
+
+
+def test_concurrent_runs_of_one_plan_take_separate_pools():
+    """Two threads running one plan at once: each takes its own pool, both results exact."""
+    import threading
+
+    net = random_network(5, n=16, n_out=3)
+    plan = make_plan(net, dtype="complex128", path_options=PathOptions(max_repeats=2))
+    want = np.einsum(net.einsum_equation(), *net.arrays, optimize="greedy")
+    plan.execute()  # leaves a pool
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(20):
+                results.append(plan.execute())
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(results) == 60
+    assert max(rel_err(r, want) for r in results) < 1e-10

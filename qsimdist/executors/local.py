@@ -184,22 +184,58 @@ def contract_slice(plan: Plan, assignment: dict[str, int], xp, pool: BufferPool,
     return root
 
 
+#: a plan keeps its free buffers between runs when they total at most this many bytes
+RETAIN_BYTES = 256 * 2**20
+
+
+def _take_workspace(plan: Plan, xp, dtype, reuse: bool) -> BufferPool:
+    """The buffer pool a run of ``plan`` uses: the one its last run left, or a new one.
+
+    The pool is taken *out* of ``plan.workspace`` (``dict.pop`` is atomic), so
+    two threads running one plan at once never share buffers.
+    """
+    if reuse and xp is np:
+        pool = plan.workspace.pop((xp.__name__, dtype.str), None)
+        if pool is not None:
+            return pool
+    # freed buffers up to twice the plan's peak are kept: reusing them avoids the page
+    # faults of fresh allocations, which cost more than the arithmetic here
+    return BufferPool(xp, dtype, limit=2 * plan.stats.peak_bytes)
+
+
+def _leave_workspace(plan: Plan, pool: BufferPool, reuse: bool) -> None:
+    """Keep ``pool`` on the plan for its next run (numpy only, at most RETAIN_BYTES held).
+
+    On a small plan the first touch of fresh memory is a large share of a run
+    (rqc_4x5_m12: 0.066 s with a new pool, 0.048 s with a kept one, medians of
+    9; BENCHMARKS.md section 18). CuPy keeps its own memory pool, so nothing is
+    kept for it here.
+    """
+    if reuse and pool.xp is np and pool.held <= RETAIN_BYTES:
+        plan.workspace[(pool.xp.__name__, pool.dtype.str)] = pool
+
+
 def execute(
     plan: Plan,
     backend: str = "numpy",
     progress: Progress | None = None,
+    reuse_workspace: bool = True,
 ):
     """Run ``plan``; returns an array (numpy, or cupy for ``backend='cupy'``) in output order.
 
     ``progress(done, total)`` is called after each slice.
+
+    ``reuse_workspace``: with numpy, take the free buffers a previous run of
+    this plan left and leave this run's for the next (up to ``RETAIN_BYTES``;
+    :meth:`Plan.release_workspace` drops them). Repeated runs of one plan
+    (batches of amplitudes, samples) then skip the page faults of fresh
+    memory. ``False``: a new pool, dropped at the end.
     """
     if plan.network.arrays is None:
         raise InvalidInputError("this plan's network has no arrays; nothing to contract")
     xp = array_module(backend)
     dtype = np.dtype(plan.dtype)
-    # freed buffers up to twice the plan's peak are kept: reusing them avoids the page
-    # faults of fresh allocations, which cost more than the arithmetic here
-    pool = BufferPool(xp, dtype, limit=2 * plan.stats.peak_bytes)
+    pool = _take_workspace(plan, xp, dtype, reuse_workspace)
     out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)
     # a tiny plan runs its loop steps through matmul: compiling the loop kernel on a
     # fresh machine takes seconds, the whole plan milliseconds
@@ -217,4 +253,5 @@ def execute(
             pool.put(root)
         if progress is not None:
             progress(done, total)
+    _leave_workspace(plan, pool, reuse_workspace)
     return result

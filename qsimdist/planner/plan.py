@@ -68,8 +68,17 @@ class Plan:
     meta: dict = field(default_factory=dict)
     #: a distributed schedule (qsimdist.planner.distribution.Schedule) or None
     schedule: object | None = None
+    #: free buffers the local executor keeps between runs of this plan, by array
+    #: module and dtype (never saved, compared or shown; see executors.local.execute)
+    workspace: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ----------------------------------------------------------------- run
+    def release_workspace(self) -> int:
+        """Drop the buffers kept from earlier runs of this plan; returns the bytes released."""
+        held = sum(getattr(pool, "held", 0) for pool in self.workspace.values())
+        self.workspace.clear()
+        return held
+
     def execute(self, backend: str = "numpy", progress=None, executor: str = "local",
                 **options):
         """Contract; the result's axes follow ``network.output``.
