@@ -5,17 +5,24 @@ exact route whatever the depth: each (fused) gate is one small GEMM over the
 state, a diagonal gate one element-wise product, and the state holds every
 amplitude at once.
 
-Layout: one flat vector in Qiskit's order (bit ``q`` of the index is qubit
-``q``). A dense ``k``-qubit gate is one ``tensordot`` over the state split
-around the gate's bits (a BLAS GEMM of the ``2^k x 2^k`` matrix with a
-``2^k x 2^(n-k)`` view) and one copy back into place; a diagonal gate is an
-in-place product with a broadcast view of its diagonal. This is what
-:func:`qsimdist.frontends.fusion.gate_seconds` prices. Compiled gather/scatter
-loops (numba, the qsim/Aer kernel shape) were measured against it and
-dropped: for fused gates (``k`` = 3..5) they were 1.5-3x slower at 12-23
-qubits, within 15% at ``k`` <= 2, faster only below 12 qubits by about 10 µs
-per gate, and importing numba (and compiling, on a fresh cache) cost 0.4-2 s
-per process (BENCHMARKS.md section 16).
+Layout: two flat buffers of ``2^n`` elements, read as C-ordered tensors of
+``n`` axes of 2 whose order of qubits is tracked (:class:`_State`), never
+restored between gates. A dense ``k``-qubit gate whose qubits sit on
+adjacent axes is one GEMM (batched over the leading axes) from one buffer
+into the other, with the gate's matrix permuted to the axes' order;
+otherwise one copy first moves its axes to the front or the end. A
+diagonal gate is an in-place product with a broadcast view of its
+diagonal. The flat state is put back in Qiskit's order (bit ``q`` of the
+index is qubit ``q``) once, at the end. The earlier kernel (a
+``tensordot`` and a copy back into order per gate) took 1.5-1.7x as long
+on 20-qubit fused circuits and the same at 16 qubits and below
+(BENCHMARKS.md section 18). :func:`qsimdist.frontends.fusion.gate_seconds`
+prices it. Compiled gather/scatter loops (numba, the qsim/Aer kernel
+shape) were measured against the tensordot kernel and dropped: for fused
+gates (``k`` = 3..5) they were 1.5-3x slower at 12-23 qubits, within 15%
+at ``k`` <= 2, faster only below 12 qubits by about 10 µs per gate, and
+importing numba (and compiling, on a fresh cache) cost 0.4-2 s per process
+(BENCHMARKS.md section 16).
 
 Gates are taken by duck typing (anything with ``.matrix``, big-endian over
 ``.qubits``), so this module needs numpy only (layer 3 imports no frontend).
@@ -29,8 +36,13 @@ import numpy as np
 
 from ..errors import InvalidInputError
 
-#: bytes the run holds beside the state, in units of the state (tensordot's copy and output)
-WORKSPACE_STATES = 3
+#: states the run holds: the state and one buffer of the same size it alternates with
+WORKSPACE_STATES = 2
+#: below this many trailing elements a batched GEMM over a run of the gate's axes is
+#: many tiny GEMMs; the gate's axes are moved to the end first (one copy, one GEMM)
+MIN_BATCHED_INNER = 64
+
+
 def statevector_bytes(n_qubits: int, dtype: str) -> int:
     """Peak bytes of :func:`simulate` for ``n_qubits`` (the state and its workspace)."""
     return WORKSPACE_STATES * (1 << n_qubits) * np.dtype(dtype).itemsize
@@ -40,40 +52,105 @@ def _is_diagonal(matrix: np.ndarray) -> bool:
     return not np.any(matrix[~np.eye(matrix.shape[0], dtype=bool)])
 
 
-def _apply_dense(state: np.ndarray, mat: np.ndarray, qubits: tuple[int, ...], n: int
-                 ) -> np.ndarray:
-    """The state split around the gate's bits, one tensordot, one copy back into order."""
-    k = len(qubits)
-    desc = sorted(qubits, reverse=True)  # C-order axis of (2,)*n holds qubit n-1-axis
-    dims, prev = [], n
-    for q in desc:
-        dims += [1 << (prev - 1 - q), 2]
-        prev = q
-    dims.append(1 << prev)
-    gate_axes = [1 + 2 * desc.index(q) for q in qubits]
-    out = np.tensordot(mat.reshape((2,) * (2 * k)), state.reshape(dims),
-                       axes=(list(range(k, 2 * k)), gate_axes))
-    rest = [a for a in range(len(dims)) if a not in gate_axes]
-    perm = [0] * len(dims)
-    for j, a in enumerate(gate_axes):
-        perm[a] = j
-    for j, a in enumerate(rest):
-        perm[a] = k + j
-    return np.ascontiguousarray(out.transpose(perm)).reshape(-1)
+class _State:
+    """A ``2^n`` state whose axes hold qubits in a tracked order, never copied back.
 
+    ``held[a]`` is the qubit on axis ``a`` of the C-ordered ``(2,)*n`` tensor
+    in ``buf``; a gate's output keeps whatever order its GEMM wrote, and only
+    :meth:`canonical` puts qubit ``q`` back on bit ``q`` of the flat index.
+    A dense gate whose qubits sit on adjacent axes is one (batched) GEMM from
+    ``buf`` into ``spare``, with the gate's matrix permuted to the axes'
+    order; otherwise one copy first moves its axes to the end. Either way at
+    most one copy and one GEMM per gate, and two state buffers in all.
+    """
 
-def _apply_diagonal(state: np.ndarray, diag: np.ndarray, qubits: tuple[int, ...], n: int
-                    ) -> np.ndarray:
-    """Multiply by a broadcast view of the diagonal, in place."""
-    k = len(qubits)
-    axes = [n - 1 - q for q in qubits]  # C-order axis of (2,)*n holding each qubit
-    order = sorted(range(k), key=lambda j: axes[j])
-    shape = [1] * n
-    for j in order:
-        shape[axes[j]] = 2
-    view = state.reshape((2,) * n) if n else state
-    view *= np.transpose(diag.reshape((2,) * k), order).reshape(shape)
-    return state
+    def __init__(self, n: int, dtype: np.dtype) -> None:
+        self.n = n
+        self.buf = np.zeros(1 << n, dtype=dtype)
+        self.buf[0] = 1.0
+        self.spare = np.empty_like(self.buf)
+        self.held = list(range(n - 1, -1, -1))  # Qiskit's order: axis a holds qubit n-1-a
+
+    def _swap(self) -> None:
+        self.buf, self.spare = self.spare, self.buf
+
+    def _move(self, qubits: tuple[int, ...]) -> int:
+        """One copy: the axes of ``qubits`` become the leading or the trailing ones.
+
+        Leading when the state's last axis holds none of them (the copy's inner
+        runs are then the trailing axes, contiguous on both sides), trailing
+        otherwise; the moved axes keep their order, and so do the others.
+        Returns the first axis of the moved run.
+        """
+        n = self.n
+        pos = sorted(self.held.index(q) for q in qubits)
+        moved = set(pos)
+        rest = [a for a in range(n) if a not in moved]
+        front = (n - 1) not in moved
+        self._permute(pos + rest if front else rest + pos)
+        return 0 if front else n - len(pos)
+
+    def _permute(self, perm: list[int]) -> None:
+        """Copy into ``spare`` with axis ``perm[j]`` of the state becoming axis ``j``.
+
+        Runs of axes adjacent in both orders are merged first, so numpy copies a
+        tensor of a few long axes rather than ``n`` axes of 2.
+        """
+        groups: list[list[int]] = []
+        for a in perm:
+            if groups and groups[-1][-1] + 1 == a:
+                groups[-1].append(a)
+            else:
+                groups.append([a])
+        by_source = sorted(range(len(groups)), key=lambda g: groups[g][0])
+        src = self.buf.reshape([1 << len(groups[g]) for g in by_source])
+        order = [by_source.index(g) for g in range(len(groups))]
+        np.copyto(self.spare.reshape([1 << len(g) for g in groups]), src.transpose(order))
+        self.held = [self.held[a] for a in perm]
+        self._swap()
+
+    def dense(self, mat: np.ndarray, qubits: tuple[int, ...]) -> None:
+        k, n = len(qubits), self.n
+        pos = [self.held.index(q) for q in qubits]
+        first = min(pos)
+        inner = 1 << (n - first - k)
+        if max(pos) - first != k - 1 or (1 < inner < MIN_BATCHED_INNER and first > 0):
+            # not adjacent, or adjacent but a batch of tiny GEMMs: move them first
+            first = self._move(qubits)
+            pos = [self.held.index(q) for q in qubits]
+            inner = 1 << (n - first - k)
+        # the gate's axes in the state's order: permute the matrix to match
+        by_axis = sorted(range(k), key=lambda j: pos[j])
+        if by_axis != list(range(k)):
+            mat = np.ascontiguousarray(
+                mat.reshape((2,) * (2 * k)).transpose(by_axis + [k + j for j in by_axis])
+            ).reshape(1 << k, 1 << k)
+        outer = 1 << first
+        if inner == 1:  # (outer, 2^k) @ mat^T: one GEMM
+            np.matmul(self.buf.reshape(outer, 1 << k), mat.T,
+                      out=self.spare.reshape(outer, 1 << k))
+        else:  # mat @ (outer, 2^k, inner): one GEMM per outer index
+            np.matmul(mat, self.buf.reshape(outer, 1 << k, inner),
+                      out=self.spare.reshape(outer, 1 << k, inner))
+        self._swap()
+
+    def diagonal(self, diag: np.ndarray, qubits: tuple[int, ...]) -> None:
+        """Multiply in place by a broadcast view of the diagonal."""
+        k, n = len(qubits), self.n
+        pos = [self.held.index(q) for q in qubits]
+        order = sorted(range(k), key=lambda j: pos[j])
+        shape = [1] * n
+        for j in order:
+            shape[pos[j]] = 2
+        view = self.buf.reshape((2,) * n) if n else self.buf
+        view *= np.transpose(diag.reshape((2,) * k), order).reshape(shape)
+
+    def canonical(self) -> np.ndarray:
+        """The flat state in Qiskit's order (bit ``q`` of the index is qubit ``q``)."""
+        want = list(range(self.n - 1, -1, -1))
+        if self.held != want:
+            self._permute([self.held.index(q) for q in want])
+        return self.buf
 
 
 def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
@@ -95,8 +172,7 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
     if n_qubits < 0:
         raise InvalidInputError(f"n_qubits must be >= 0, got {n_qubits}")
     dt = np.dtype(dtype)
-    state = np.zeros(1 << n_qubits, dtype=dt)
-    state[0] = 1.0
+    state = _State(n_qubits, dt)
     cast: dict[int, tuple] = {}
     total = len(gates)
     for done, g in enumerate(gates, start=1):
@@ -108,14 +184,15 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
         mat, diag_entries = entry
         diag = diagonal[done - 1] if diagonal is not None else _is_diagonal(mat)
         if diag:
-            state = _apply_diagonal(state, diag_entries, qubits, n_qubits)
+            state.diagonal(diag_entries, qubits)
         else:
-            state = _apply_dense(state, mat, qubits, n_qubits)
+            state.dense(mat, qubits)
         if progress is not None and done % 1024 == 0:
             progress("statevector", done, total)
+    out = state.canonical()
     if global_phase:
-        state *= dt.type(np.exp(1j * global_phase))
-    return state
+        out *= dt.type(np.exp(1j * global_phase))
+    return out
 
 
 def pattern_amplitudes(state: np.ndarray, per_qubit: Sequence[str],

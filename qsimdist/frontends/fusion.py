@@ -46,8 +46,10 @@ MAX_DIAGONAL_QUBITS = 6
 GATE_OVERHEAD_SECONDS = 1.5e-5
 #: seconds per state element per dense gate for the copy into the GEMM layout and the output
 DENSE_SECONDS_PER_ELEMENT = 2.0e-9
-#: seconds per state element per 2^k multiply-adds of a dense k-qubit gate
-MAC_SECONDS_PER_ELEMENT = 0.45e-9
+#: seconds per state element per 2^k multiply-adds of a dense k-qubit gate (0.45e-9 for the
+#: tensordot kernel; refitted for the axis-tracking one: this model's old predictions
+#: scaled by the speedup measured side by side on 28 fused runs, BENCHMARKS.md section 18)
+MAC_SECONDS_PER_ELEMENT = 0.31e-9
 #: seconds per state element of an element-wise diagonal product
 DIAGONAL_SECONDS_PER_ELEMENT = 1.2e-9
 #: seconds per original gate to multiply it into its block (fusion itself)
