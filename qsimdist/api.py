@@ -734,6 +734,7 @@ def amplitudes(
     profile=None,
     comm=None,
     method: str = "auto",
+    gemm: str = "complex",
 ) -> AmplitudeResult:
     """Amplitudes ``<b|U|0>`` for each bitstring; ``*`` characters expand to all values.
 
@@ -762,14 +763,19 @@ def amplitudes(
     requested amplitude is read from that one state) or ``"tensor-network"``
     (the contractions above). ``stats["method"]`` names the route taken and
     ``stats["route"]`` the predictions behind it.
+
+    ``gemm``: how the tensor-network route's BLAS steps multiply (``"complex"``,
+    ``"3m"``; ``"tf32"`` and ``"3m-tf32"`` with ``backend="cupy"``), see
+    :func:`qsimdist.executors.local.execute`; the statevector route ignores it.
     """
     if method not in METHODS:
         raise InvalidInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
     dtype = check_dtype(dtype)
     check_order(order)
+    _check_gemm(gemm, backend, dtype)
     limit = _memory_limit(memory_limit)
     opts = _path_options(path_options, max_time, max_repeats)
-    run_options: dict = {}
+    run_options: dict = {"gemm": gemm}
     if executor == "mpi":
         from .distributed import profile_for, world
 
@@ -777,7 +783,7 @@ def amplitudes(
         from .executors.mpi import RunStats
 
         prof = profile_for(profile or "local-cpu", limit)
-        run_options = {"comm": comm, "memory_limit": limit}
+        run_options = {"comm": comm, "memory_limit": limit, "gemm": gemm}
         per_rank: dict = {}
     elif executor != "local":
         from .executors import get_executor
@@ -909,15 +915,34 @@ def contract(
     backend: str = "numpy",
     simplify_sequence: str = "",
     path_options: PathOptions | dict | None = None,
+    gemm: str = "complex",
 ):
-    """Contract a tensor network (a :class:`Network`, cotengra JSON path, or quimb network)."""
+    """Contract a tensor network (a :class:`Network`, cotengra JSON path, or quimb network).
+
+    ``gemm``: the executor's GEMM mode (see :func:`qsimdist.executors.local.execute`).
+    """
+    dtype = check_dtype(dtype)
+    _check_gemm(gemm, backend, dtype)
     obj = load(network)
     if not isinstance(obj, Network):
         raise InvalidInputError("contract() takes a tensor network; for circuits use amplitudes()")
     p = plan(obj, memory_limit=memory_limit, dtype=dtype, simplify_sequence=simplify_sequence,
              path_options=path_options)
     check_plan_fits(p, memory_limit)
-    return p.execute(backend=backend)
+    return p.execute(backend=backend, gemm=gemm)
+
+
+def _check_gemm(gemm: str, backend: str, dtype: str) -> None:
+    """Refuse a GEMM mode before any work (the executor checks again with its array module)."""
+    from .executors.local import GEMM_MODES
+
+    if gemm not in GEMM_MODES:
+        raise InvalidInputError(f"unknown GEMM mode {gemm!r}; valid: {', '.join(GEMM_MODES)}")
+    if "tf32" in gemm and backend != "cupy":
+        raise InvalidInputError(f"GEMM mode {gemm!r} needs --backend cupy (TF32 is a GPU "
+                                "tensor-core compute type); valid on numpy: complex, 3m")
+    if "tf32" in gemm and dtype != "complex64":
+        raise InvalidInputError(f"GEMM mode {gemm!r} applies to complex64 only, not {dtype}")
 
 
 def _to_numpy(a):

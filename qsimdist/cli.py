@@ -44,6 +44,11 @@ MaxTimeOpt = typer.Option(None, "--max-time", help="Path search budget in second
 RepeatsOpt = typer.Option(None, "--max-repeats", help="Path search trials.")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object instead of text.")
 BackendOpt = typer.Option("numpy", "--backend", help="Array library: numpy or cupy.")
+GemmOpt = typer.Option(
+    "complex", "--gemm",
+    help="How BLAS steps multiply: complex (default); 3m (three real GEMMs on large steps, "
+    "slightly less accurate); tf32, 3m-tf32 (--backend cupy, complex64: tensor-core TF32, "
+    "about 1e-3 relative error).")
 
 
 def _fail(msg: str) -> None:
@@ -160,6 +165,7 @@ def amplitude(
         help="Under mpiexec: hardware profile the distributed plan is made for (default "
         "local-cpu); --memory-limit is then the limit per rank.",
     ),
+    gemm: str = GemmOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Amplitudes <b|U|0> of CIRCUIT for each bitstring (rightmost character = qubit 0).
@@ -185,6 +191,7 @@ def amplitude(
             progress=progress,
             executor=executor,
             profile=profile,
+            gemm=gemm,
         )
     if _rank() != 0:
         return
@@ -326,6 +333,7 @@ def run(
         help="Under mpiexec: write each step's measured seconds, bytes and peak beside the "
         "prediction (input for 'qsimdist calibrate --from-trace').",
     ),
+    gemm: str = GemmOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Execute a saved plan and print its result (amplitudes for circuit plans).
@@ -340,7 +348,9 @@ def run(
     from .frontends import bitstring_chunks
     from .planner.plan import Plan
 
-    options: dict = {}
+    from .api import _check_gemm
+
+    options: dict = {"gemm": gemm}
     if _under_mpi():
         from .distributed import plan_on_root, world
 
@@ -349,11 +359,12 @@ def run(
         from .executors.mpi import RunStats
 
         options = {"executor": "mpi", "comm": comm, "memory_limit": _memory_limit(memory_limit)
-                   if memory_limit is not None else None, "stats": RunStats()}
+                   if memory_limit is not None else None, "stats": RunStats(), "gemm": gemm}
     else:
         if trace is not None:
             raise InvalidInputError("--trace records distributed runs: launch under mpiexec")
         p = Plan.load(plan_file)
+        _check_gemm(gemm, backend, p.dtype)
         check_plan_fits(p, memory_limit)  # before anything is allocated
     pattern = p.meta.get("bitstring")
     with _progress("slices") as progress:

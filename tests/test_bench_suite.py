@@ -165,11 +165,11 @@ def test_gauss_matmul_against_complex128():
     a = (rng.standard_normal((40, 30)) + 1j * rng.standard_normal((40, 30))).astype(np.complex64)
     b = (rng.standard_normal((30, 20)) + 1j * rng.standard_normal((30, 20))).astype(np.complex64)
     ref = a.astype(np.complex128) @ b.astype(np.complex128)
-    got = gpu.gauss_matmul(a, b, np)
+    got = gpu.gauss(a, b, np)
     assert got.dtype == np.complex64
     assert gpu.relative_error(got, ref, np) < 1e-5
     with pytest.raises(TypeError):
-        gpu.gauss_matmul(a.astype(np.complex128), b, np)
+        gpu.gauss(a.astype(np.complex128), b, np)
 
 
 def test_gemm_variants_report_errors():

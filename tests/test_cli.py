@@ -727,3 +727,19 @@ def test_entry_point_subprocess(small):
     assert bad.returncode == 2
     assert bad.stdout == ""
     assert_error(bad.returncode, bad.stderr, "'0120'", "0, 1, *")
+
+
+def test_gemm_option(capsys, small):
+    """--gemm 3m gives the same amplitudes; tf32 on numpy and unknown modes are refused in
+    one line with exit code 2."""
+    path, _ = small
+    rc, out, err = cli(capsys, "amplitude", path, "0101", "--gemm", "3m", "--json")
+    assert rc == 0, err
+    rc2, out2, _ = cli(capsys, "amplitude", path, "0101", "--json")
+    a = json.loads(out)["amplitudes"][0]
+    b = json.loads(out2)["amplitudes"][0]
+    assert abs(complex(a["re"], a["im"]) - complex(b["re"], b["im"])) < 1e-6
+    for mode, words in (("tf32", "needs --backend cupy"), ("4m", "valid: complex, 3m")):
+        rc, out, err = cli(capsys, "amplitude", path, "0101", "--gemm", mode)
+        assert out == ""
+        assert_error(rc, err, words)

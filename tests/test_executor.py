@@ -187,3 +187,69 @@ def test_concurrent_runs_of_one_plan_take_separate_pools():
     assert not errors
     assert len(results) == 60
     assert max(rel_err(r, want) for r in results) < 1e-10
+
+
+def test_gauss_matmul_broadcasts_like_matmul():
+    from qsimdist.executors.local import gauss_matmul
+
+    rng = np.random.default_rng(7)
+    for dtype, tol in (("complex64", 2e-6), ("complex128", 1e-13)):
+        a = (rng.standard_normal((3, 1, 20, 30)) + 1j * rng.standard_normal((3, 1, 20, 30)))
+        b = (rng.standard_normal((1, 4, 30, 10)) + 1j * rng.standard_normal((1, 4, 30, 10)))
+        want = a @ b
+        a, b = a.astype(dtype), b.astype(dtype)
+        out = np.full((3, 4, 20, 10), np.nan, dtype=dtype)
+        gauss_matmul(a, np.swapaxes(np.swapaxes(b, -1, -2), -1, -2), out, np)
+        assert rel_err(out, want) < tol
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("seed", range(3))
+def test_3m_gemm_mode_gives_the_same_contraction(dtype, seed, monkeypatch):
+    """With the size threshold at 1, every BLAS step runs as three real GEMMs."""
+    from qsimdist.executors import local
+
+    calls = []
+    real = local.gauss_matmul
+
+    def counting(a, b, out, xp):
+        calls.append(out.shape)
+        return real(a, b, out, xp)
+
+    monkeypatch.setattr(local, "GAUSS_MIN_EXTENT", 1)
+    monkeypatch.setattr(local, "gauss_matmul", counting)
+    net = random_network(seed, n=16, n_out=3)
+    plan = make_plan(net, dtype=dtype, path_options=PathOptions(max_repeats=2),
+                     costs=_forced("transpose"))
+    want = np.einsum(net.einsum_equation(), *net.arrays, optimize="greedy")
+    got = plan.execute(gemm="3m")
+    assert len(calls) == len(plan.steps)  # every step took the 3M product
+    assert rel_err(got, want) < (2e-5 if dtype == "complex64" else 1e-12)
+    calls.clear()
+    assert rel_err(plan.execute(gemm="complex"), want) < (2e-5 if dtype == "complex64"
+                                                            else 1e-12)
+    assert not calls
+
+
+def test_3m_skips_steps_below_the_threshold(monkeypatch):
+    from qsimdist.executors import local
+
+    calls = []
+    monkeypatch.setattr(local, "gauss_matmul", lambda *a: calls.append(1))
+    net = random_network(1, n=14, n_out=2)  # extents 2-3: every GEMM far below 64
+    plan = make_plan(net, dtype="complex64", path_options=PathOptions(max_repeats=2))
+    assert not any(local.gauss_applies(s) for s in plan.steps)
+    want = np.einsum(net.einsum_equation(), *net.arrays, optimize="greedy")
+    assert rel_err(plan.execute(gemm="3m"), want) < 1e-5
+    assert not calls
+
+
+def test_gemm_modes_refused_where_they_cannot_run():
+    from qsimdist.errors import InvalidInputError
+
+    net = random_network(2, n=10, n_out=1)
+    plan = make_plan(net, dtype="complex64", path_options=PathOptions(max_repeats=1))
+    with pytest.raises(InvalidInputError, match="needs backend 'cupy'"):
+        plan.execute(gemm="tf32")
+    with pytest.raises(InvalidInputError, match="valid: complex, 3m, tf32, 3m-tf32"):
+        plan.execute(gemm="fast")

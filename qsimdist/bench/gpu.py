@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import sys
+import statistics
 import time
 from pathlib import Path
 
@@ -83,25 +84,13 @@ def _random_complex(xp, shape: tuple[int, ...], dtype, seed: int):
     return xp.asarray(host)
 
 
-def gauss_matmul(a, b, xp):
-    """``a @ b`` for complex64 ``a``, ``b`` from three real float32 GEMMs (the 3M method).
+def gauss(a, b, xp):
+    """``a @ b`` for complex64 ``a``, ``b`` by the executor's 3M product (three real GEMMs)."""
+    from ..executors.local import gauss_matmul
 
-    With ``a = ar + i ai`` and ``b = br + i bi``: ``t1 = ar br``, ``t2 = ai bi``,
-    ``t3 = (ar + ai)(br + bi)``; the product is ``(t1 - t2) + i (t3 - t1 - t2)``.
-    One GEMM fewer than the four of the schoolbook product, at the price of
-    three additions and a larger rounding error in the imaginary part.
-    """
     if a.dtype != np.complex64 or b.dtype != np.complex64:
-        raise TypeError(f"gauss_matmul takes complex64 operands, got {a.dtype} and {b.dtype}")
-    ar, ai = xp.ascontiguousarray(a.real), xp.ascontiguousarray(a.imag)
-    br, bi = xp.ascontiguousarray(b.real), xp.ascontiguousarray(b.imag)
-    t1 = ar @ br
-    t2 = ai @ bi
-    t3 = (ar + ai) @ (br + bi)
-    out = xp.empty(t1.shape, dtype=np.complex64)
-    out.real[...] = t1 - t2  # views of ``out`` in numpy and cupy alike
-    out.imag[...] = t3 - t1 - t2
-    return out
+        raise TypeError(f"gauss takes complex64 operands, got {a.dtype} and {b.dtype}")
+    return gauss_matmul(a, b, xp.empty(a.shape[:-1] + b.shape[-1:], dtype=np.complex64), xp)
 
 
 def relative_error(x, ref, xp) -> float:
@@ -124,30 +113,26 @@ def _best_seconds(fn, xp, repeats: int) -> float:
 
 
 def _tf32_setter(xp):
-    """``(enable, disable)`` switching complex64 GEMMs to cuBLAS's TF32 compute type, or None.
-
-    CuPy keeps the compute type per dtype in ``cupy._core._routines_linalg``
-    (``CUPY_TF32=1`` sets the same at import); not every CuPy exposes it.
-    """
+    """``(enable, disable)`` switching CuPy's complex64 GEMMs to TF32 (the executor's own
+    switch, :func:`qsimdist.executors.local._tf32_setter`), or None on NumPy or a CuPy
+    without it."""
     if xp.__name__ != "cupy":
         return None
-    try:
-        from cupy._core import _routines_linalg as rl
+    from ..executors.local import _tf32_setter as setter
 
-        fast, default = rl.COMPUTE_TYPE_TF32, rl.COMPUTE_TYPE_DEFAULT
-        setter = rl.set_compute_type
-    except (ImportError, AttributeError):
+    pair = setter(xp)
+    if pair is None:
         return None
+    enable, restore = pair
+    saved: list = []
 
-    def enable() -> None:
-        setter(np.dtype(np.complex64), fast)
-        setter(np.dtype(np.float32), fast)
+    def on() -> None:
+        saved.append(enable())
 
-    def disable() -> None:
-        setter(np.dtype(np.complex64), default)
-        setter(np.dtype(np.float32), default)
+    def off() -> None:
+        restore(saved.pop())
 
-    return enable, disable
+    return on, off
 
 
 def gemm_variants(xp, n: int, repeats: int = 3) -> dict:
@@ -164,9 +149,9 @@ def gemm_variants(xp, n: int, repeats: int = 3) -> dict:
     rows = {"complex64": {"seconds": _best_seconds(lambda: a @ b, xp, repeats),
                           "rel_error_vs_complex128": relative_error(c64, ref, xp),
                           "rel_error_vs_complex64": 0.0}}
-    g = gauss_matmul(a, b, xp)
+    g = gauss(a, b, xp)
     rows["3M (3 real GEMMs)"] = {
-        "seconds": _best_seconds(lambda: gauss_matmul(a, b, xp), xp, repeats),
+        "seconds": _best_seconds(lambda: gauss(a, b, xp), xp, repeats),
         "rel_error_vs_complex128": relative_error(g, ref, xp),
         "rel_error_vs_complex64": relative_error(g, c64, xp)}
     skipped = {}
@@ -183,8 +168,8 @@ def gemm_variants(xp, n: int, repeats: int = 3) -> dict:
             rows["complex64, TF32 compute"] = {
                 "seconds": t, "rel_error_vs_complex128": relative_error(c, ref, xp),
                 "rel_error_vs_complex64": relative_error(c, c64, xp)}
-            t = _best_seconds(lambda: gauss_matmul(a, b, xp), xp, repeats)
-            c = gauss_matmul(a, b, xp)
+            t = _best_seconds(lambda: gauss(a, b, xp), xp, repeats)
+            c = gauss(a, b, xp)
             rows["3M, TF32 compute"] = {
                 "seconds": t, "rel_error_vs_complex128": relative_error(c, ref, xp),
                 "rel_error_vs_complex64": relative_error(c, c64, xp)}
@@ -223,19 +208,46 @@ def same_path(label: str, source: Path, xp, backend: str, memory_limit: int | No
         synchronize(xp)
         return r
 
-    times, results = interleaved({"qsimdist": ours, "cotengra": theirs}, repeats)
+    contenders = {"qsimdist": ours, "cotengra": theirs}
+    for mode in executor_gemm_modes(xp):  # the executor's faster, less exact GEMM modes
+        def run(mode=mode):
+            r = plan.execute(backend=backend, gemm=mode)
+            synchronize(xp)
+            return r
+        contenders[f"qsimdist gemm={mode}"] = run
+    times, results = interleaved(contenders, repeats)
     summ = ratio_summary(times, "qsimdist", "cotengra")
     a = complex(np.ravel(_host(results["qsimdist"], xp))[0])
     b = complex(np.ravel(_host(results["cotengra"], xp))[0])
-    med = summ["median_s"]
+    med = {k: statistics.median(v) for k, v in times.items()}
+    modes = {}
+    for name in contenders:
+        if name.startswith("qsimdist gemm="):
+            v = _host(results[name], xp)
+            ref = _host(results["qsimdist"], xp)
+            modes[name.split("=", 1)[1]] = {
+                "median_s": med[name],
+                "speedup_vs_complex_gemm": ratio_summary(times, name, "qsimdist")[
+                    "speedup_median_of_pairwise"],
+                "rel_error_vs_complex64": float(np.linalg.norm(v - ref)
+                                                / max(np.linalg.norm(ref), 1e-300))}
     return {"case": label, "file": str(source), "n_qubits": n, "plan_seconds": plan_s,
             "flops": plan.stats.flops, "n_slices": plan.stats.n_slices,
             "peak_bytes": plan.stats.peak_bytes, "memory_limit": memory_limit,
             "seconds": times, **summ,
             "achieved_tflops": {k: plan.stats.flops / v / 1e12 for k, v in med.items()},
             "fraction_of_ceiling": {k: plan.stats.flops / v / ceiling for k, v in med.items()},
+            "gemm_modes": modes,
             "amplitude": [a.real, a.imag],
             "relative_difference": abs(a - b) / max(abs(b), 1e-300)}
+
+
+def executor_gemm_modes(xp) -> list[str]:
+    """The executor's GEMM modes besides ``complex`` that this array module can run."""
+    modes = ["3m"]
+    if _tf32_setter(xp) is not None:
+        modes += ["tf32", "3m-tf32"]
+    return modes
 
 
 def _host(x, xp):
@@ -270,6 +282,11 @@ def table_lines(result: dict) -> list[str]:
                      f"{r['median_s']['cotengra']:.3f} s; qsimdist x"
                      f"{r['speedup_median_of_pairwise']:.2f} (median pairwise), "
                      f"rel. diff. {r['relative_difference']:.1e}")
+        for mode, m in r.get("gemm_modes", {}).items():
+            lines.append(f"{r['case'] + ' gemm=' + mode:<34}"
+                         f"{r['achieved_tflops']['qsimdist gemm=' + mode]:>11.3g} TF/s"
+                         f"  x{m['speedup_vs_complex_gemm']:.2f} vs complex GEMM, rel. error "
+                         f"{m['rel_error_vs_complex64']:.1e} vs complex64")
     for s in result["skipped"]:
         lines.append(f"{s['case']:<34}{'skipped':>14}  {s['reason']}")
     return lines

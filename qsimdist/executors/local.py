@@ -13,6 +13,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Callable
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -22,6 +23,11 @@ from ..planner.plan import Plan
 from . import kernels
 
 BACKENDS = ("numpy", "cupy")
+#: how the executor's BLAS steps multiply complex matrices (see :func:`execute`)
+GEMM_MODES = ("complex", "3m", "tf32", "3m-tf32")
+#: the 3M product runs on a step only where its GEMM's m, n and k all reach this: below, the
+#: plane copies and additions cost more than the fourth real GEMM it saves
+GAUSS_MIN_EXTENT = 64
 
 Progress = Callable[[int, int], None]
 
@@ -88,6 +94,104 @@ class BufferPool:
         self.held += nbytes
 
 
+def check_gemm_mode(gemm: str, xp, dtype) -> None:
+    """Refuse a GEMM mode this backend or dtype cannot run, in one line."""
+    if gemm not in GEMM_MODES:
+        raise InvalidInputError(f"unknown GEMM mode {gemm!r}; valid: {', '.join(GEMM_MODES)}")
+    if "tf32" in gemm:
+        if xp is np:
+            raise InvalidInputError(f"GEMM mode {gemm!r} needs backend 'cupy' (TF32 is a "
+                                    "tensor-core compute type; NumPy has none); valid on "
+                                    "numpy: complex, 3m")
+        if np.dtype(dtype) != np.complex64:
+            raise InvalidInputError(f"GEMM mode {gemm!r} applies to complex64 only, not "
+                                    f"{np.dtype(dtype).name}; valid: --dtype complex64")
+        if _tf32_setter(xp) is None:
+            raise MissingDependencyError("this CuPy cannot switch cuBLAS to TF32 "
+                                         "(no cupy._core._routines_linalg.set_compute_type)")
+
+
+def _tf32_setter(xp):
+    """``(enable, restore)`` switching CuPy's complex64/float32 GEMMs to TF32, or None.
+
+    CuPy keeps cuBLAS's compute type per dtype in ``cupy._core._routines_linalg``
+    (``CUPY_TF32=1`` sets the same at import); not every CuPy exposes it.
+    """
+    try:
+        from cupy._core import _routines_linalg as rl
+
+        fast, get, put = rl.COMPUTE_TYPE_TF32, rl.get_compute_type, rl.set_compute_type
+    except (ImportError, AttributeError):
+        return None
+    kinds = (np.dtype(np.complex64), np.dtype(np.float32))
+
+    def enable():
+        before = {d: get(d) for d in kinds}
+        for d in kinds:
+            put(d, fast)
+        return before
+
+    def restore(before) -> None:
+        for d, value in before.items():
+            put(d, value)
+
+    return enable, restore
+
+
+@contextmanager
+def gemm_context(gemm: str, xp):
+    """Switch CuPy's GEMMs to TF32 for the block when ``gemm`` asks for it; restore after."""
+    if "tf32" not in gemm:
+        yield
+        return
+    enable, restore = _tf32_setter(xp)
+    before = enable()
+    try:
+        yield
+    finally:
+        restore(before)
+
+
+def gauss_matmul(a, b, out, xp):
+    """``out[...] = a @ b`` for complex ``a``, ``b`` from three real GEMMs (the 3M method).
+
+    With ``a = ar + i ai`` and ``b = br + i bi``: ``t1 = ar br``, ``t2 = ai bi``,
+    ``t3 = (ar + ai)(br + bi)``; the product is ``(t1 - t2) + i (t3 - t1 - t2)``.
+    One real GEMM fewer than the schoolbook product's four, at the price of
+    plane copies, additions and a larger rounding error in the imaginary part
+    (cancellation in ``t3 - t1 - t2``). Batch axes broadcast as in ``matmul``.
+    Workspace beyond ``out``: the real planes of ``a`` and ``b`` and their sums
+    (1.5x the bytes of ``a`` and ``b``) and three real products (1.5x ``out``).
+    """
+    ar, ai = xp.ascontiguousarray(a.real), xp.ascontiguousarray(a.imag)
+    br, bi = xp.ascontiguousarray(b.real), xp.ascontiguousarray(b.imag)
+    t1 = xp.matmul(ar, br)
+    t2 = xp.matmul(ai, bi)
+    ar += ai
+    br += bi
+    t3 = xp.matmul(ar, br)
+    t3 -= t1
+    t3 -= t2
+    t1 -= t2
+    out.real[...] = t1  # views of ``out`` in numpy and cupy alike
+    out.imag[...] = t3
+    return out
+
+
+def gauss_applies(step: Step) -> bool:
+    """Whether ``gemm="3m"`` runs ``step`` as three real GEMMs (BLAS steps with m, n, k all
+    at least ``GAUSS_MIN_EXTENT``; the compiled loop and tiled steps never)."""
+    return min(step.m, step.n, step.k) >= GAUSS_MIN_EXTENT
+
+
+def _gemm(xp, a, b, out, gemm: str, step: Step) -> None:
+    """``out = a @ b`` by the run's GEMM mode (3M only on steps large enough for it)."""
+    if gemm.startswith("3m") and gauss_applies(step) and out.dtype.kind == "c":
+        gauss_matmul(a, b, out, xp)
+    else:
+        xp.matmul(a, b, out=out)
+
+
 def load_leaf(plan: Plan, k: int, assignment: dict[str, int], xp, dtype):
     net = plan.network
     term = net.inputs[k]
@@ -114,11 +218,14 @@ def _permuted(t, dims, perm, pool: BufferPool):
     return out
 
 
-def run_step(step: Step, a, b, xp, pool: BufferPool, compiled: bool | None = None):
+def run_step(step: Step, a, b, xp, pool: BufferPool, compiled: bool | None = None,
+             gemm: str = "complex"):
     """One pairwise contraction as the plan describes it; returns the output buffer.
 
     ``compiled``: run loop steps in the compiled kernel (default: where numba is
-    installed); otherwise they go through ``matmul``.
+    installed); otherwise they go through ``matmul``. ``gemm``: ``"3m"`` (or
+    ``"3m-tf32"``) runs the BLAS steps whose m, n, k all reach
+    ``GAUSS_MIN_EXTENT`` as three real GEMMs (:func:`gauss_matmul`).
     """
     if compiled is None:
         compiled = kernels.available()
@@ -128,7 +235,8 @@ def run_step(step: Step, a, b, xp, pool: BufferPool, compiled: bool | None = Non
         yt = _permuted(y, step.y_dims, step.y_perm, pool)
         nb, m, n = step.tmp_shape
         tmp = pool.get((nb, m, n))
-        xp.matmul(xt.reshape(nb, m, -1), yt.reshape(nb, n, -1).swapaxes(-1, -2), out=tmp)
+        _gemm(xp, xt.reshape(nb, m, -1), yt.reshape(nb, n, -1).swapaxes(-1, -2), tmp, gemm,
+              step)
         for t, src in ((xt, x), (yt, y)):
             if t is not src:
                 pool.put(t)
@@ -162,14 +270,14 @@ def run_step(step: Step, a, b, xp, pool: BufferPool, compiled: bool | None = Non
         full[...] = yv
         yv = full
     out = pool.get(step.out_view)
-    xp.matmul(xv, yv.swapaxes(-1, -2), out=out)
+    _gemm(xp, xv, yv.swapaxes(-1, -2), out, gemm, step)
     if expand:
         pool.put(full)
     return out
 
 
 def contract_slice(plan: Plan, assignment: dict[str, int], xp, pool: BufferPool, dtype,
-                   compiled: bool | None = None):
+                   compiled: bool | None = None, gemm: str = "complex"):
     """Contract one slice (``assignment`` fixes each sliced index); returns the root tensor."""
     n = plan.network.num_tensors
     nodes: dict[int, object] = {}
@@ -177,7 +285,7 @@ def contract_slice(plan: Plan, assignment: dict[str, int], xp, pool: BufferPool,
         nodes[k] = load_leaf(plan, k, assignment, xp, dtype)
     for step in plan.steps:
         a, b = nodes.pop(step.lhs), nodes.pop(step.rhs)
-        nodes[step.out] = run_step(step, a, b, xp, pool, compiled)
+        nodes[step.out] = run_step(step, a, b, xp, pool, compiled, gemm)
         pool.put(a)
         pool.put(b)
     (root,) = nodes.values()
@@ -220,6 +328,7 @@ def execute(
     backend: str = "numpy",
     progress: Progress | None = None,
     reuse_workspace: bool = True,
+    gemm: str = "complex",
 ):
     """Run ``plan``; returns an array (numpy, or cupy for ``backend='cupy'``) in output order.
 
@@ -230,11 +339,25 @@ def execute(
     :meth:`Plan.release_workspace` drops them). Repeated runs of one plan
     (batches of amplitudes, samples) then skip the page faults of fresh
     memory. ``False``: a new pool, dropped at the end.
+
+    ``gemm`` (how the BLAS steps multiply; the compiled loop and tiled steps
+    are unaffected): ``"complex"`` (default) the dtype's own complex GEMM;
+    ``"3m"`` three real GEMMs instead of four on steps whose m, n, k all reach
+    ``GAUSS_MIN_EXTENT`` (:func:`gauss_matmul`; its workspace is beyond the
+    plan's reported peak); ``"tf32"`` (CuPy, complex64) cuBLAS's TF32 compute
+    type for the whole run; ``"3m-tf32"`` both. Both trade accuracy for
+    speed: BENCHMARKS.md section 18 has their measured errors.
     """
     if plan.network.arrays is None:
         raise InvalidInputError("this plan's network has no arrays; nothing to contract")
     xp = array_module(backend)
     dtype = np.dtype(plan.dtype)
+    check_gemm_mode(gemm, xp, dtype)
+    with gemm_context(gemm, xp):
+        return _run(plan, xp, dtype, progress, reuse_workspace, gemm)
+
+
+def _run(plan: Plan, xp, dtype, progress, reuse_workspace: bool, gemm: str):
     pool = _take_workspace(plan, xp, dtype, reuse_workspace)
     out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)
     # a tiny plan runs its loop steps through matmul: compiling the loop kernel on a
@@ -244,7 +367,8 @@ def execute(
     ranges = [range(plan.network.size_dict[i]) for i in plan.sliced]
     total = plan.stats.n_slices
     for done, values in enumerate(itertools.product(*ranges), start=1):
-        root = contract_slice(plan, dict(zip(plan.sliced, values)), xp, pool, dtype, compiled)
+        root = contract_slice(plan, dict(zip(plan.sliced, values)), xp, pool, dtype, compiled,
+                              gemm)
         root = root.reshape(out_shape)
         if result is None:
             result = root

@@ -44,7 +44,14 @@ from ..planner.distribution.bits import shard_slices as _shard_slices
 from ..planner.lifetime import gemm_step
 from ..planner.plan import Plan
 from . import launched_under_mpi  # noqa: F401  (re-exported: older callers import it from here)
-from .local import BufferPool, array_module, load_leaf, run_step
+from .local import (
+    BufferPool,
+    array_module,
+    check_gemm_mode,
+    gemm_context,
+    load_leaf,
+    run_step,
+)
 
 FAULT_ENV = "QSIMDIST_FAULT_INJECT"
 
@@ -139,8 +146,10 @@ def check_memory(comm, plan: Plan, limit: int | None) -> None:
 class _GroupRunner:
     """One rank's work inside its group for one slice."""
 
-    def __init__(self, plan: Plan, group, xp, pool: BufferPool, stats: RunStats, fault) -> None:
+    def __init__(self, plan: Plan, group, xp, pool: BufferPool, stats: RunStats, fault,
+                 gemm: str = "complex") -> None:
         self.plan, self.group, self.xp, self.pool, self.stats = plan, group, xp, pool, stats
+        self.gemm = gemm
         self.sched = plan.schedule
         self.d = self.sched.group_size
         self.r = group.Get_rank()
@@ -316,7 +325,8 @@ class _GroupRunner:
                     spent.append(arr)
                     step_bytes += arr.nbytes
                 local.append(arr)
-            out = run_step(self.local_step(j, cb), local[0], local[1], xp, self.pool)
+            out = run_step(self.local_step(j, cb), local[0], local[1], xp, self.pool,
+                           gemm=self.gemm)
             out = out.reshape(self.out_shape(j, cb))
             step_bytes += out.nbytes
             if rec.post is not None:
@@ -381,12 +391,14 @@ def slice_assignment(plan: Plan, s: int) -> dict[str, int]:
 
 
 def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
-            memory_limit: int | None = None, stats: RunStats | None = None):
+            memory_limit: int | None = None, stats: RunStats | None = None,
+            gemm: str = "complex"):
     """Run ``plan.schedule`` on the ranks of ``comm`` (default ``MPI.COMM_WORLD``).
 
     Returns the whole result on every rank. ``stats`` (a :class:`RunStats`)
     is filled with this rank's measured bytes, times and peak memory.
-    Without a schedule, a single rank runs the local executor.
+    Without a schedule, a single rank runs the local executor. ``gemm``: the
+    local steps' GEMM mode, as for :func:`qsimdist.executors.local.execute`.
     """
     if plan.network.arrays is None:
         raise InvalidInputError("this plan's network has no arrays; nothing to contract")
@@ -400,7 +412,7 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
         if nranks == 1:
             from .local import execute as local_execute
 
-            return local_execute(plan, backend=backend, progress=progress)
+            return local_execute(plan, backend=backend, progress=progress, gemm=gemm)
         raise PlanError(f"this plan has no distributed schedule for {nranks} ranks; make one "
                         f"with 'qsimdist plan … --profile NAME --devices {nranks}'")
     if sched.devices != nranks:
@@ -410,6 +422,7 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
     check_memory(comm, plan, memory_limit)
     fault = parse_fault(os.environ.get(FAULT_ENV))
     xp = array_module(backend)
+    check_gemm_mode(gemm, xp, plan.dtype)
     if backend == "cupy":
         _select_device(xp, comm)
     g, r = divmod(rank, sched.group_size)
@@ -417,32 +430,33 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
     across = comm.Split(r, g)
     dtype = np.dtype(plan.dtype)
     pool = BufferPool(xp, dtype, limit=sched.predicted.peak_bytes_per_device)
-    runner = _GroupRunner(plan, group, xp, pool, stats, fault)
+    runner = _GroupRunner(plan, group, xp, pool, stats, fault, gemm)
     out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)
     t0 = time.perf_counter()
     result = None
-    try:
-        mine = sched.slices_of_group(g)
-        for done, s in enumerate(mine, start=1):
-            root = runner.run(slice_assignment(plan, s), first_slice=done == 1)
-            root = root.reshape(out_shape)
+    with gemm_context(gemm, xp):  # TF32 for this run only
+        try:
+            mine = sched.slices_of_group(g)
+            for done, s in enumerate(mine, start=1):
+                root = runner.run(slice_assignment(plan, s), first_slice=done == 1)
+                root = root.reshape(out_shape)
+                if result is None:
+                    result = root
+                else:
+                    result += root
+                    pool.put(root)
+                stats.slices += 1
+                if progress is not None and rank == 0:
+                    progress(done, len(mine))
             if result is None:
-                result = root
-            else:
-                result += root
-                pool.put(root)
-            stats.slices += 1
-            if progress is not None and rank == 0:
-                progress(done, len(mine))
-        if result is None:
-            result = xp.zeros(out_shape, dtype)
-        host = np.ascontiguousarray(runner.host(result))
-        across.Allreduce(MPI.IN_PLACE, host)
-        result = runner.device(host)
-    except QsimdistError as exc:
-        abort(comm, f"rank {rank}: {exc}")
-    except Exception as exc:  # noqa: BLE001 - any failure must end every rank
-        abort(comm, f"rank {rank}: {type(exc).__name__}: {exc}")
+                result = xp.zeros(out_shape, dtype)
+            host = np.ascontiguousarray(runner.host(result))
+            across.Allreduce(MPI.IN_PLACE, host)
+            result = runner.device(host)
+        except QsimdistError as exc:
+            abort(comm, f"rank {rank}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - any failure must end every rank
+            abort(comm, f"rank {rank}: {type(exc).__name__}: {exc}")
     stats.seconds = time.perf_counter() - t0
     group.Free()
     across.Free()
