@@ -202,3 +202,28 @@ def test_gpu_script_dry_run(tmp_path):
     header = [line for line in lines if line.startswith("qsimdist GPU check")]
     assert len(header) == 1 and "CPU DRY RUN" in header[0]
     assert "cotengra" in lines[-1] and "median pairwise" in lines[-1]
+
+
+def test_gemm_modes_bench(tmp_path, monkeypatch, capsys):
+    """The GEMM-mode bench: every mode's time, the steps it changed and its errors."""
+    from qsimdist.bench import gemm_modes
+    from qsimdist.executors import local
+
+    monkeypatch.setattr(local, "GAUSS_MIN_EXTENT", 2)  # small network: let 3M run somewhere
+    r = gemm_modes.measure("small", dict(n=8, reg=3, d_min=4, d_max=8, seed=1), 0, "numpy",
+                           repeats=1, search_repeats=2)
+    assert set(r["modes"]) == {"complex", "3m"}  # no TF32 on numpy
+    c, g = r["modes"]["complex"], r["modes"]["3m"]
+    assert c["rel_error_vs_complex64"] == 0 and c["steps_changed"] == 0
+    assert 0 < g["steps_changed"] <= r["steps"]
+    assert 0 < g["rel_error_vs_complex64"] < 1e-4 and g["rel_error_vs_complex128"] < 1e-4
+    assert any("| small | 3m |" in line for line in gemm_modes.table([r]))
+    assert gemm_modes.main(["--repeats", "0"]) == 2
+    assert "--repeats must be >= 1" in capsys.readouterr().err
+    out = tmp_path / "gm.json"
+    from qsimdist.bundled import bundled_circuit
+
+    assert gemm_modes.main([str(bundled_circuit("rqc_3x4_m8.qasm")), "--repeats", "1",
+                            "--search-repeats", "2", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "qsimdist.bench.gemm_modes" and doc["results"][0]["modes"]
