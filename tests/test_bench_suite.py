@@ -201,7 +201,10 @@ def test_gpu_script_dry_run(tmp_path):
     lines = proc.stdout.strip().splitlines()
     header = [line for line in lines if line.startswith("qsimdist GPU check")]
     assert len(header) == 1 and "CPU DRY RUN" in header[0]
-    assert "cotengra" in lines[-1] and "median pairwise" in lines[-1]
+    # per case: qsimdist, cotengra, then one line per GEMM mode (3m on numpy)
+    assert any("cotengra" in line and "median pairwise" in line for line in lines)
+    assert "gemm=3m" in lines[-1] and "vs complex GEMM" in lines[-1]
+    assert all(set(c["gemm_modes"]) == {"3m"} for c in r["same_path"])
 
 
 def test_gemm_modes_bench(tmp_path, monkeypatch, capsys):
