@@ -25,12 +25,21 @@ from .errors import (
     QsimdistError,
     UnsupportedInstructionError,
 )
-from .expectation import expectation_values
 from .network import Network, load_network, save_network
 from .planner.path import PathOptions
 from .planner.plan import Plan
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # expectation_values loads its module on first use: the CLI's cold start for an
+    # amplitude does not pay for it (BENCHMARKS.md section 18)
+    if name == "expectation_values":
+        from .expectation import expectation_values
+
+        return expectation_values
+    raise AttributeError(f"module 'qsimdist' has no attribute {name!r}")
 
 __all__ = [
     "AmplitudeResult",

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import check_dtype, check_order, default_memory_limit, format_bytes, parse_memory
+from .config import (
+    check_dtype,
+    check_gemm,
+    check_order,
+    default_memory_limit,
+    format_bytes,
+    parse_memory,
+)
 from .errors import BitstringError, InvalidInputError, PlanError, shorten
 from .frontends import (
     MAX_EXPANDED,
@@ -772,7 +779,7 @@ def amplitudes(
         raise InvalidInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
     dtype = check_dtype(dtype)
     check_order(order)
-    _check_gemm(gemm, backend, dtype)
+    check_gemm(gemm, backend, dtype)
     limit = _memory_limit(memory_limit)
     opts = _path_options(path_options, max_time, max_repeats)
     run_options: dict = {"gemm": gemm}
@@ -922,7 +929,7 @@ def contract(
     ``gemm``: the executor's GEMM mode (see :func:`qsimdist.executors.local.execute`).
     """
     dtype = check_dtype(dtype)
-    _check_gemm(gemm, backend, dtype)
+    check_gemm(gemm, backend, dtype)
     obj = load(network)
     if not isinstance(obj, Network):
         raise InvalidInputError("contract() takes a tensor network; for circuits use amplitudes()")
@@ -930,19 +937,6 @@ def contract(
              path_options=path_options)
     check_plan_fits(p, memory_limit)
     return p.execute(backend=backend, gemm=gemm)
-
-
-def _check_gemm(gemm: str, backend: str, dtype: str) -> None:
-    """Refuse a GEMM mode before any work (the executor checks again with its array module)."""
-    from .executors.local import GEMM_MODES
-
-    if gemm not in GEMM_MODES:
-        raise InvalidInputError(f"unknown GEMM mode {gemm!r}; valid: {', '.join(GEMM_MODES)}")
-    if "tf32" in gemm and backend != "cupy":
-        raise InvalidInputError(f"GEMM mode {gemm!r} needs --backend cupy (TF32 is a GPU "
-                                "tensor-core compute type); valid on numpy: complex, 3m")
-    if "tf32" in gemm and dtype != "complex64":
-        raise InvalidInputError(f"GEMM mode {gemm!r} applies to complex64 only, not {dtype}")
 
 
 def _to_numpy(a):

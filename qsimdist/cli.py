@@ -348,7 +348,7 @@ def run(
     from .frontends import bitstring_chunks
     from .planner.plan import Plan
 
-    from .api import _check_gemm
+    from .config import check_gemm
 
     options: dict = {"gemm": gemm}
     if _under_mpi():
@@ -364,7 +364,7 @@ def run(
         if trace is not None:
             raise InvalidInputError("--trace records distributed runs: launch under mpiexec")
         p = Plan.load(plan_file)
-        _check_gemm(gemm, backend, p.dtype)
+        check_gemm(gemm, backend, p.dtype)
         check_plan_fits(p, memory_limit)  # before anything is allocated
     pattern = p.meta.get("bitstring")
     with _progress("slices") as progress:

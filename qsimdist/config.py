@@ -9,6 +9,8 @@ import numpy as np
 from .errors import InvalidInputError, shorten
 
 DTYPES = ("complex64", "complex128")
+#: how the executors' BLAS steps multiply complex matrices (executors.local.execute)
+GEMM_MODES = ("complex", "3m", "tf32", "3m-tf32")
 ORDERS = ("qiskit", "natural")
 
 _UNITS = {
@@ -27,6 +29,21 @@ _UNITS = {
     "gib": 2**30,
     "tib": 2**40,
 }
+
+
+def check_gemm(gemm: str, backend: str, dtype) -> str:
+    """Return ``gemm`` if the executor can run it on ``backend`` in ``dtype``, else raise
+    one line saying what is valid (see :func:`qsimdist.executors.local.execute`)."""
+    if not isinstance(gemm, str) or gemm not in GEMM_MODES:
+        raise InvalidInputError(f"unknown GEMM mode {shorten(str(gemm))}; valid: "
+                                f"{', '.join(GEMM_MODES)}")
+    if "tf32" in gemm and backend != "cupy":
+        raise InvalidInputError(f"GEMM mode {gemm!r} needs backend 'cupy' (TF32 is a GPU "
+                                "tensor-core compute type); valid on numpy: complex, 3m")
+    if "tf32" in gemm and np.dtype(dtype) != np.complex64:
+        raise InvalidInputError(f"GEMM mode {gemm!r} applies to complex64 only, not "
+                                f"{np.dtype(dtype).name}; valid: dtype complex64")
+    return gemm
 
 
 def check_dtype(dtype: str | np.dtype | type) -> str:

@@ -85,7 +85,7 @@ def test_json_schema_and_values(bench_result, tmp_path):
     assert all(pl["replan_path_from_cache"]) and pl["same_cost_when_replanned"]
     assert pl["cold_path_from_cache"] is False
     (fa,) = r["first_amplitude"]
-    assert set(fa["wall_s"]) == {"cold", "warm_caches"}
+    assert set(fa["wall_s"]) == {"cold", "warm_caches"} and fa["bytecode"] is True
 
     # targets are the issue's, judged from the numbers above
     same = [t for t in r["targets"] if t["target"].startswith("same path")]

@@ -739,7 +739,7 @@ def test_gemm_option(capsys, small):
     a = json.loads(out)["amplitudes"][0]
     b = json.loads(out2)["amplitudes"][0]
     assert abs(complex(a["re"], a["im"]) - complex(b["re"], b["im"])) < 1e-6
-    for mode, words in (("tf32", "needs --backend cupy"), ("4m", "valid: complex, 3m")):
+    for mode, words in (("tf32", "needs backend 'cupy'"), ("4m", "valid: complex, 3m")):
         rc, out, err = cli(capsys, "amplitude", path, "0101", "--gemm", mode)
         assert out == ""
         assert_error(rc, err, words)

@@ -294,11 +294,14 @@ def render(result: dict, images: dict[str, Path], base: Path,
     if result["first_amplitude"]:
         lines += ["", "**Time to first amplitude** (wall time of `python -m qsimdist amplitude "
                   "FILE 0…0 --order natural --json` in a fresh process; *cold*: empty path "
-                  "and numba caches; then again with the caches it filled):", ""]
+                  "and numba caches, qsimdist's modules compiled to bytecode beforehand as "
+                  "`pip install .` does; then again with the caches it filled):", ""]
         lines += _table(["case", "qubits", "cold (s)", "fresh process, warm caches (s)",
-                         "plan (s)", "execute (s)"],
+                         "bytecode", "plan (s)", "execute (s)"],
                         [[r["case"], str(r["n_qubits"]), f"{r['wall_s']['cold']:.2f}",
                           f"{r['wall_s']['warm_caches']:.2f}",
+                          {True: "compiled", False: "**not compiled**"}.get(r.get("bytecode"),
+                                                                           "—"),
                           _f(r["stats"].get("plan_seconds")),
                           _f(r["stats"].get("execute_seconds"))]
                          for r in result["first_amplitude"]])

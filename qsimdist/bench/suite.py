@@ -561,12 +561,26 @@ def first_amplitude(case: Case, spec: SuiteSpec, data: Path, scratch: Path,
 
     *cold*: empty path and numba caches (a newcomer's first command);
     *warm caches*: a fresh process again, the caches the cold run filled kept.
+    qsimdist's modules are compiled to bytecode beside their sources first
+    (``compileall``), as ``pip install .`` compiles them and every other
+    installed library already is; where ``PYTHONDONTWRITEBYTECODE`` is set
+    and an editable install has none, every start would otherwise compile
+    them from source. ``bytecode`` in the record says whether that worked.
     """
+    import compileall
+
+    import qsimdist
+
     path = resolve(case, data, scratch)
     n = n_qubits_of(path)
     caches = Path(tempfile.mkdtemp(prefix="qsimdist-bench-first-", dir=scratch))
     env = dict(os.environ, QSIMDIST_CACHE_DIR=str(caches / "paths"),
                NUMBA_CACHE_DIR=str(caches / "numba"))
+    package = Path(qsimdist.__file__).parent
+    try:
+        bytecode = bool(compileall.compile_dir(str(package), quiet=2))
+    except OSError:
+        bytecode = False
     cmd = [sys.executable, "-m", "qsimdist", "amplitude", str(path), "0" * n,
            "--order", "natural", "--json"]
     runs = {}
@@ -578,7 +592,7 @@ def first_amplitude(case: Case, spec: SuiteSpec, data: Path, scratch: Path,
             raise Skip(f"the amplitude command failed: {proc.stderr.strip()[-300:]}")
         tick()
     payload = json.loads(proc.stdout)
-    return {"case": case.label, "file": str(path), "n_qubits": n,
+    return {"case": case.label, "file": str(path), "n_qubits": n, "bytecode": bytecode,
             "command": " ".join(cmd[1:]), "wall_s": runs,
             "stats": payload.get("stats", {}) if isinstance(payload, dict) else {}}
 

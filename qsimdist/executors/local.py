@@ -17,14 +17,13 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..config import check_gemm
 from ..errors import InvalidInputError, MissingDependencyError
 from ..planner.lifetime import Step
 from ..planner.plan import Plan
 from . import kernels
 
 BACKENDS = ("numpy", "cupy")
-#: how the executor's BLAS steps multiply complex matrices (see :func:`execute`)
-GEMM_MODES = ("complex", "3m", "tf32", "3m-tf32")
 #: the 3M product runs on a step only where its GEMM's m, n and k all reach this: below, the
 #: plane copies and additions cost more than the fourth real GEMM it saves
 GAUSS_MIN_EXTENT = 64
@@ -95,20 +94,11 @@ class BufferPool:
 
 
 def check_gemm_mode(gemm: str, xp, dtype) -> None:
-    """Refuse a GEMM mode this backend or dtype cannot run, in one line."""
-    if gemm not in GEMM_MODES:
-        raise InvalidInputError(f"unknown GEMM mode {gemm!r}; valid: {', '.join(GEMM_MODES)}")
-    if "tf32" in gemm:
-        if xp is np:
-            raise InvalidInputError(f"GEMM mode {gemm!r} needs backend 'cupy' (TF32 is a "
-                                    "tensor-core compute type; NumPy has none); valid on "
-                                    "numpy: complex, 3m")
-        if np.dtype(dtype) != np.complex64:
-            raise InvalidInputError(f"GEMM mode {gemm!r} applies to complex64 only, not "
-                                    f"{np.dtype(dtype).name}; valid: --dtype complex64")
-        if _tf32_setter(xp) is None:
-            raise MissingDependencyError("this CuPy cannot switch cuBLAS to TF32 "
-                                         "(no cupy._core._routines_linalg.set_compute_type)")
+    """Refuse a GEMM mode this array module or dtype cannot run, in one line."""
+    check_gemm(gemm, "numpy" if xp is np else "cupy", dtype)
+    if "tf32" in gemm and _tf32_setter(xp) is None:
+        raise MissingDependencyError("this CuPy cannot switch cuBLAS to TF32 "
+                                     "(no cupy._core._routines_linalg.set_compute_type)")
 
 
 def _tf32_setter(xp):
