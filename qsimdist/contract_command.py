@@ -99,6 +99,10 @@ def contract_command(
     profile: Optional[str] = typer.Option(
         None, "--profile", help="Under mpiexec: hardware profile of the distributed plan "
         "(default local-cpu)."),
+    gemm: str = typer.Option(
+        "complex", "--gemm",
+        help="How BLAS steps multiply: complex (default); 3m (three real GEMMs on large "
+        "steps); tf32, 3m-tf32 (--backend cupy only)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """Contract a cotengra-style JSON network and print the value (or the result's shape).
@@ -115,7 +119,8 @@ def contract_command(
     if output is not None:
         _check_npy_path(output)
     opts = ContractOptions(dtype=dtype, memory_limit=memory_limit, max_time=max_time,
-                           executor="mpi" if launched_under_mpi() else "local", profile=profile)
+                           executor="mpi" if launched_under_mpi() else "local", profile=profile,
+                           gemm=gemm)
     net, random = load_arrays_network(network, arrays, random_arrays, opts.dtype)
     prepared = prepare(net.arrays, net.inputs, net.output, opts.dtype)
     values, plan = run_network(prepared.network, opts, prepared.compute_dtype)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .config import check_gemm
 from .errors import InvalidInputError, MissingDependencyError, shorten
 from .network import Network
 from .planner.path import PathOptions
@@ -91,6 +92,8 @@ class ContractOptions:
             ``"local-cpu"`` under ``executor="mpi"``).
         comm: MPI communicator (default ``MPI.COMM_WORLD``).
         backend: array library, ``"numpy"`` or ``"cupy"``.
+        gemm: how BLAS steps multiply (``"complex"``, ``"3m"``; ``"tf32"``,
+            ``"3m-tf32"`` on CuPy): see :func:`qsimdist.executors.local.execute`.
     """
 
     dtype: str | None = None
@@ -103,6 +106,7 @@ class ContractOptions:
     profile: Any = None
     comm: Any = None
     backend: str = "numpy"
+    gemm: str = "complex"
 
     def __post_init__(self) -> None:
         if self.dtype is not None:
@@ -118,6 +122,9 @@ class ContractOptions:
             )
         if self.backend not in ("numpy", "cupy"):
             raise InvalidInputError(f"unknown backend {shorten(self.backend)}; valid: numpy, cupy")
+        # the executors compute a real dtype in the complex one of its precision
+        check_gemm(self.gemm, self.backend,
+                   "complex128" if self.dtype in ("complex128", "float64") else "complex64")
         if not isinstance(self.simplify_sequence, str):
             raise InvalidInputError(
                 f"simplify_sequence must be a string of quimb's letters, got "
@@ -414,7 +421,7 @@ def run_network(net: Network, options: ContractOptions,
         if options.resolved_executor() == "local":
             plan = plan_network(net, compute_dtype, limit, popts)
             check_plan_fits(plan, limit if limit is not None else "none")
-            out = plan.execute(backend=options.backend)
+            out = plan.execute(backend=options.backend, gemm=options.gemm)
         else:
             from .distributed import distribute, plan_on_root, profile_for, world
 
@@ -427,7 +434,7 @@ def run_network(net: Network, options: ContractOptions,
 
             plan = plan_on_root(build, comm)
             out = plan.execute(backend=options.backend, executor="mpi", comm=comm,
-                               memory_limit=limit)
+                               memory_limit=limit, gemm=options.gemm)
     out = out.get() if hasattr(out, "get") else out
     shape = tuple(net.size_dict[i] for i in net.output)
     return np.asarray(out).reshape(shape), plan

@@ -408,3 +408,20 @@ def test_under_mpiexec_two_ranks_equal_quimb():
     # the work was really spread: slices shared by the two ranks, or the output sharded
     assert res["schedules"]["peps_norm"]["n_slices"] >= 2
     assert res["schedules"]["circuit_sharded"]["group_size"] == 2
+
+
+def test_gemm_mode_through_the_hook(monkeypatch):
+    """ContractOptions(gemm="3m") reaches the executor (3M forced onto every BLAS step here);
+    TF32 on numpy is refused before anything runs."""
+    from qsimdist.executors import local
+
+    calls = []
+    real = local.gauss_matmul
+    monkeypatch.setattr(local, "GAUSS_MIN_EXTENT", 1)
+    monkeypatch.setattr(local, "gauss_matmul", lambda *a: calls.append(1) or real(*a))
+    tn = qtn.TN2D_rand(3, 3, D=3, seed=2, dtype="complex128")
+    want = complex(tn.contract(all, optimize="greedy"))
+    got = complex(qq.contract(tn, gemm="3m"))
+    assert calls and abs(got - want) / abs(want) < 1e-12
+    with pytest.raises(InvalidInputError, match="needs backend 'cupy'"):
+        qq.contract(tn, gemm="tf32")
