@@ -266,6 +266,16 @@ def run_step(step: Step, a, b, xp, pool: BufferPool, compiled: bool | None = Non
     return out
 
 
+def accumulate(result, root, pool: BufferPool):
+    """``result + root`` for the slices' sum: the first root becomes the result, later
+    ones are added in place and their buffers go back to ``pool``."""
+    if result is None:
+        return root
+    result += root
+    pool.put(root)
+    return result
+
+
 def contract_slice(plan: Plan, assignment: dict[str, int], xp, pool: BufferPool, dtype,
                    compiled: bool | None = None, gemm: str = "complex"):
     """Contract one slice (``assignment`` fixes each sliced index); returns the root tensor."""
@@ -359,12 +369,7 @@ def _run(plan: Plan, xp, dtype, progress, reuse_workspace: bool, gemm: str):
     for done, values in enumerate(itertools.product(*ranges), start=1):
         root = contract_slice(plan, dict(zip(plan.sliced, values)), xp, pool, dtype, compiled,
                               gemm)
-        root = root.reshape(out_shape)
-        if result is None:
-            result = root
-        else:
-            result += root
-            pool.put(root)
+        result = accumulate(result, root.reshape(out_shape), pool)
         if progress is not None:
             progress(done, total)
     _leave_workspace(plan, pool, reuse_workspace)

@@ -46,6 +46,7 @@ from ..planner.plan import Plan
 from . import launched_under_mpi  # noqa: F401  (re-exported: older callers import it from here)
 from .local import (
     BufferPool,
+    accumulate,
     array_module,
     check_gemm_mode,
     gemm_context,
@@ -439,12 +440,7 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
             mine = sched.slices_of_group(g)
             for done, s in enumerate(mine, start=1):
                 root = runner.run(slice_assignment(plan, s), first_slice=done == 1)
-                root = root.reshape(out_shape)
-                if result is None:
-                    result = root
-                else:
-                    result += root
-                    pool.put(root)
+                result = accumulate(result, root.reshape(out_shape), pool)
                 stats.slices += 1
                 if progress is not None and rank == 0:
                     progress(done, len(mine))
