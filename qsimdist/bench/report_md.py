@@ -184,7 +184,9 @@ def render(result: dict, images: dict[str, Path], base: Path,
 
     no_search = f"{NO_SEARCH_COST:.0e}".replace("e+0", "e")
     lines += ["", f"Contenders alternate in one process: {s['warmup_rounds']} warm-up round "
-              f"(dropped), then {s['repeats']} rounds; tables give medians and the median of "
+              f"(dropped), then {s['repeats']} rounds ("
+              f"{s.get('same_path_repeats', s['repeats'])} for the same-path comparison); "
+              "tables give medians and the median of "
               "the round-by-round ratios (> 1: qsimdist faster). Path searches get at most "
               f"{s['search_repeats']} hyper-optimiser trials on both sides (quimb runs all "
               f"of them; qsimdist none where the greedy path needs at most {no_search} "
