@@ -345,10 +345,9 @@ def run(
     import numpy as np
 
     from .api import _memory_limit, _to_numpy, check_plan_fits
+    from .config import check_gemm
     from .frontends import bitstring_chunks
     from .planner.plan import Plan
-
-    from .config import check_gemm
 
     options: dict = {"gemm": gemm}
     if _under_mpi():

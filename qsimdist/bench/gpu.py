@@ -27,8 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import statistics
+import sys
 import time
 from pathlib import Path
 

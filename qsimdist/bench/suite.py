@@ -850,10 +850,10 @@ def summary_lines(result: dict) -> list[str]:
                      f"copy {c['copy_bytes_per_s'] / 1e9:.1f} GB/s")
     for r in result["same_path"]:
         m = r["median_s"]
+        fresh = r.get("fresh_workspace", {}).get("speedup_median_of_pairwise")
         lines.append(f"same path  {r['case']:<24} qsimdist {m['qsimdist']:.3f} s  cotengra "
                      f"{m['cotengra']:.3f} s  x{r['speedup_median_of_pairwise']:.2f}  "
-                     + (f"(fresh workspace x{r['fresh_workspace']['speedup_median_of_pairwise']:.2f})  "
-                        if "fresh_workspace" in r else "") +
+                     + (f"(fresh workspace x{fresh:.2f})  " if fresh is not None else "") +
                      f"{r['achieved_gflops']['qsimdist']:.1f} GFLOP/s "
                      f"({100 * r['fraction_of_gemm']['qsimdist']:.1f}% of GEMM)  transposed "
                      f"{r['transposed_bytes'] / 1e6:.1f} MB")
