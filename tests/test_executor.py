@@ -143,8 +143,15 @@ def test_workspace_kept_between_runs_never_aliases_results(sliced):
     np.testing.assert_array_equal(first, snapshot)  # the second run wrote nothing into it
     assert rel_err(second, want) < 1e-10
     assert rel_err(first, want) < 1e-10
-    # never saved nor compared
+    # never saved, pickled, copied nor compared
     assert "workspace" not in plan.to_dict(include_arrays=False)
+    import copy
+    import pickle
+
+    for other in (pickle.loads(pickle.dumps(plan)), copy.deepcopy(plan)):
+        assert other.workspace == {} and other.path == plan.path
+        assert rel_err(other.execute(), want) < 1e-10
+    assert plan.workspace[("numpy", np.dtype("complex128").str)] is pool
     released = plan.release_workspace()
     assert released == pool.held and not plan.workspace
 

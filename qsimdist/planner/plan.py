@@ -72,6 +72,12 @@ class Plan:
     #: module and dtype (never saved, compared or shown; see executors.local.execute)
     workspace: dict = field(default_factory=dict, repr=False, compare=False)
 
+    def __getstate__(self) -> dict:
+        """Pickled and deep-copied without the kept buffers (they are this process's)."""
+        state = dict(self.__dict__)
+        state["workspace"] = {}
+        return state
+
     # ----------------------------------------------------------------- run
     def release_workspace(self) -> int:
         """Drop the buffers kept from earlier runs of this plan; returns the bytes released."""
