@@ -47,8 +47,8 @@ BackendOpt = typer.Option("numpy", "--backend", help="Array library: numpy or cu
 GemmOpt = typer.Option(
     "complex", "--gemm",
     help="How BLAS steps multiply: complex (default); 3m (three real GEMMs on large steps, "
-    "slightly less accurate); tf32, 3m-tf32 (--backend cupy, complex64: tensor-core TF32, "
-    "about 1e-3 relative error).")
+    "slightly less accurate); tf32, 3m-tf32 (--backend cupy, complex64: cuBLAS's TF32 "
+    "compute type, less accurate; BENCHMARKS.md section 18).")
 
 
 def _fail(msg: str) -> None:
@@ -349,7 +349,7 @@ def run(
     from .frontends import bitstring_chunks
     from .planner.plan import Plan
 
-    options: dict = {"gemm": gemm}
+    options: dict = {}
     if _under_mpi():
         from .distributed import plan_on_root, world
 
@@ -358,12 +358,13 @@ def run(
         from .executors.mpi import RunStats
 
         options = {"executor": "mpi", "comm": comm, "memory_limit": _memory_limit(memory_limit)
-                   if memory_limit is not None else None, "stats": RunStats(), "gemm": gemm}
+                   if memory_limit is not None else None, "stats": RunStats()}
     else:
         if trace is not None:
             raise InvalidInputError("--trace records distributed runs: launch under mpiexec")
         p = Plan.load(plan_file)
-        check_gemm(gemm, backend, p.dtype)
+    options["gemm"] = check_gemm(gemm, backend, p.dtype)  # on every rank, before any work
+    if "comm" not in options:
         check_plan_fits(p, memory_limit)  # before anything is allocated
     pattern = p.meta.get("bitstring")
     with _progress("slices") as progress:

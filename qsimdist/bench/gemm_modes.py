@@ -63,11 +63,6 @@ def _synthetic(spec: dict):
     return Network(inputs, output, size_dict).with_random_arrays(spec["seed"])
 
 
-def _rel(x, ref) -> float:
-    x, ref = np.ravel(np.asarray(x, np.complex128)), np.ravel(np.asarray(ref, np.complex128))
-    return float(np.linalg.norm(x - ref) / max(np.linalg.norm(ref), 1e-300))
-
-
 def measure(label: str, source, open_qubits: int, backend: str, repeats: int,
             search_repeats: int) -> dict:
     """``source``: a circuit file, or a :data:`SYNTHETIC` spec (dict)."""
@@ -77,7 +72,7 @@ def measure(label: str, source, open_qubits: int, backend: str, repeats: int,
     from qsimdist.planner.path import PathOptions
     from qsimdist.planner.plan import make_plan
 
-    from .gpu import executor_gemm_modes, synchronize
+    from .gpu import executor_gemm_modes, relative_error, synchronize
 
     xp = array_module(backend)
     opts = PathOptions(max_repeats=search_repeats, cache=True, parallel=False)
@@ -115,8 +110,8 @@ def measure(label: str, source, open_qubits: int, backend: str, repeats: int,
                                           ["speedup_median_of_pairwise"]),
                    "steps_changed": 0 if m == "complex" else (
                        changed if m.startswith("3m") else len(plan.steps)),
-                   "rel_error_vs_complex64": _rel(out, base),
-                   "rel_error_vs_complex128": _rel(out, reference)}
+                   "rel_error_vs_complex64": relative_error(out, base, np),
+                   "rel_error_vs_complex128": relative_error(out, reference, np)}
     return {"case": label, "file": str(source), "n_qubits": n, "open_qubits": open_qubits,
             "flops": plan.stats.flops, "steps": len(plan.steps), "backend": backend,
             "seconds": times, "modes": rows}

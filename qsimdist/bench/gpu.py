@@ -112,27 +112,13 @@ def _best_seconds(fn, xp, repeats: int) -> float:
     return best
 
 
-def _tf32_setter(xp):
-    """``(enable, disable)`` switching CuPy's complex64 GEMMs to TF32 (the executor's own
-    switch, :func:`qsimdist.executors.local._tf32_setter`), or None on NumPy or a CuPy
-    without it."""
+def _tf32_available(xp) -> bool:
+    """Whether the executor can switch this array module's GEMMs to TF32 (CuPy only)."""
     if xp.__name__ != "cupy":
-        return None
-    from ..executors.local import _tf32_setter as setter
+        return False
+    from ..executors.local import _tf32_setter
 
-    pair = setter(xp)
-    if pair is None:
-        return None
-    enable, restore = pair
-    saved: list = []
-
-    def on() -> None:
-        saved.append(enable())
-
-    def off() -> None:
-        restore(saved.pop())
-
-    return on, off
+    return _tf32_setter(xp) is not None
 
 
 def gemm_variants(xp, n: int, repeats: int = 3) -> dict:
@@ -155,14 +141,13 @@ def gemm_variants(xp, n: int, repeats: int = 3) -> dict:
         "rel_error_vs_complex128": relative_error(g, ref, xp),
         "rel_error_vs_complex64": relative_error(g, c64, xp)}
     skipped = {}
-    tf32 = _tf32_setter(xp)
-    if tf32 is None:
+    if not _tf32_available(xp):
         skipped["TF32"] = ("numpy has no TF32 (dry run)" if xp.__name__ != "cupy"
                            else "this CuPy has no set_compute_type")
     else:
-        enable, disable = tf32
-        enable()
-        try:
+        from ..executors.local import gemm_context
+
+        with gemm_context("tf32", xp):
             t = _best_seconds(lambda: a @ b, xp, repeats)
             c = a @ b
             rows["complex64, TF32 compute"] = {
@@ -173,8 +158,6 @@ def gemm_variants(xp, n: int, repeats: int = 3) -> dict:
             rows["3M, TF32 compute"] = {
                 "seconds": t, "rel_error_vs_complex128": relative_error(c, ref, xp),
                 "rel_error_vs_complex64": relative_error(c, c64, xp)}
-        finally:
-            disable()
     for r in rows.values():
         r["effective_tflops"] = flops / r["seconds"] / 1e12
     return {"n": n, "ceiling_flops": flops / rows["complex64"]["seconds"], "variants": rows,
@@ -229,8 +212,7 @@ def same_path(label: str, source: Path, xp, backend: str, memory_limit: int | No
                 "median_s": med[name],
                 "speedup_vs_complex_gemm": ratio_summary(times, name, "qsimdist")[
                     "speedup_median_of_pairwise"],
-                "rel_error_vs_complex64": float(np.linalg.norm(v - ref)
-                                                / max(np.linalg.norm(ref), 1e-300))}
+                "rel_error_vs_complex64": relative_error(v, ref, np)}
     return {"case": label, "file": str(source), "n_qubits": n, "plan_seconds": plan_s,
             "flops": plan.stats.flops, "n_slices": plan.stats.n_slices,
             "peak_bytes": plan.stats.peak_bytes, "memory_limit": memory_limit,
@@ -245,7 +227,7 @@ def same_path(label: str, source: Path, xp, backend: str, memory_limit: int | No
 def executor_gemm_modes(xp) -> list[str]:
     """The executor's GEMM modes besides ``complex`` that this array module can run."""
     modes = ["3m"]
-    if _tf32_setter(xp) is not None:
+    if _tf32_available(xp):
         modes += ["tf32", "3m-tf32"]
     return modes
 

@@ -39,7 +39,8 @@ from ..errors import InvalidInputError
 #: states the run holds: the state and one buffer of the same size it alternates with
 WORKSPACE_STATES = 2
 #: below this many trailing elements a batched GEMM over a run of the gate's axes is
-#: many tiny GEMMs; the gate's axes are moved to the end first (one copy, one GEMM)
+#: many tiny GEMMs; the gate's axes are moved to the front or the end first (one copy,
+#: then one GEMM)
 MIN_BATCHED_INNER = 64
 
 
@@ -60,7 +61,8 @@ class _State:
     :meth:`canonical` puts qubit ``q`` back on bit ``q`` of the flat index.
     A dense gate whose qubits sit on adjacent axes is one (batched) GEMM from
     ``buf`` into ``spare``, with the gate's matrix permuted to the axes'
-    order; otherwise one copy first moves its axes to the end. Either way at
+    order; otherwise one copy first moves its axes to the front or the end
+    (:meth:`_move`). Either way at
     most one copy and one GEMM per gate, and two state buffers in all.
     """
 

@@ -81,7 +81,7 @@ class Plan:
     # ----------------------------------------------------------------- run
     def release_workspace(self) -> int:
         """Drop the buffers kept from earlier runs of this plan; returns the bytes released."""
-        held = sum(getattr(pool, "held", 0) for pool in self.workspace.values())
+        held = sum(pool.held for pool in self.workspace.values())
         self.workspace.clear()
         return held
 
