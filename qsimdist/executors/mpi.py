@@ -165,7 +165,8 @@ class _GroupRunner:
 
     # ----------------------------------------------------------- helpers
     def host(self, a) -> np.ndarray:
-        return np.ascontiguousarray(a if self.xp is np else self.xp.asnumpy(a))
+        # asarray, not ascontiguousarray: that one turns a 0-d result into shape (1,)
+        return np.asarray(a if self.xp is np else self.xp.asnumpy(a), order="C")
 
     def device(self, a):
         return a if self.xp is np else self.xp.asarray(a)
@@ -277,7 +278,7 @@ class _GroupRunner:
             self.full_shape(node))
         whole[...] = 0
         whole[shard_slices(self.modes[node], self.size, bits, self.r)] = self.host(part)
-        self.group.Allreduce(MPI.IN_PLACE, whole)
+        self.group.Allreduce(MPI.IN_PLACE, whole.reshape(-1))  # a flat view: 0-d buffers fail
         nbytes = whole.nbytes
         wire = int(2 * nbytes * (self.d - 1) / self.d)  # a ring's volume (MPI picks its own)
         if self.xp is np:
@@ -446,8 +447,8 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
                     progress(done, len(mine))
             if result is None:
                 result = xp.zeros(out_shape, dtype)
-            host = np.ascontiguousarray(runner.host(result))
-            across.Allreduce(MPI.IN_PLACE, host)
+            host = runner.host(result)
+            across.Allreduce(MPI.IN_PLACE, host.reshape(-1))
             result = runner.device(host)
         except QsimdistError as exc:
             abort(comm, f"rank {rank}: {exc}")

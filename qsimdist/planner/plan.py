@@ -195,7 +195,7 @@ class Plan:
 
 
 def _encode_array(a: np.ndarray) -> dict:
-    a = np.ascontiguousarray(a)
+    a = np.asarray(a, order="C")  # not ascontiguousarray, which makes a 0-d array 1-d
     return {
         "dtype": a.dtype.str,
         "shape": list(a.shape),
