@@ -25,6 +25,7 @@ import numpy as np
 from qiskit.providers import BackendV2, JobStatus, JobV1, Options
 
 from ..errors import InvalidInputError, shorten
+from .errors import qiskit_errors
 from .sampler import SamplerOptions, sample_circuit
 
 #: the widest circuit the target declares (the frontend's own file limit)
@@ -110,7 +111,15 @@ class QsimdistBackend(BackendV2):
                        memory_limit=None, profile=None, method="auto")
 
     def run(self, run_input, **options) -> QsimdistJob:
-        """Sample ``run_input`` (a circuit or a list of circuits); options override defaults."""
+        """Sample ``run_input`` (a circuit or a list of circuits); options override defaults.
+
+        A qsimdist error is raised as its Qiskit flavour (also a ``QiskitError``), as
+        Aer raises ``AerError``.
+        """
+        with qiskit_errors():
+            return self._run(run_input, options)
+
+    def _run(self, run_input, options: dict) -> QsimdistJob:
         from qiskit import QuantumCircuit
         from qiskit.result import Result
         from qiskit.result.models import ExperimentResult, ExperimentResultData

@@ -13,7 +13,20 @@ classical bits:
   condition reads (a bit never written reads 0, as in Qiskit);
 - a reset swaps in a fresh qubit in ``|0>`` (the old one is traced out);
 - inside a conditional block, a measurement and a reset act only where the
-  condition holds (controlled copy / controlled swap with a fresh ancilla).
+  condition holds (controlled copy / controlled swap with a fresh ancilla);
+- a reset of a qubit nothing has touched yet is the identity and is dropped;
+- a composite instruction (``qc.append(sub_circuit, ...)``, an ``Instruction``
+  rather than a ``Gate``) is replaced by its definition, recursively, with its
+  global phase (a controlled phase inside a conditional block); a gate without
+  a matrix of its own inside a conditional block is expanded the same way, so
+  that its small gates are controlled rather than the whole gate.
+
+Every reset and every measurement that is not final leaves a *branch* wire:
+the qubit that held the reset qubit's old state, or the measured copy. Such a
+wire is only ever a control afterwards, so its final value is the outcome of
+that reset or measurement; fixing the branch wires to sampled values picks one
+run's branch (what :class:`qsimdist.qiskit.EstimatorV2` does, as Qiskit's
+``StatevectorEstimator`` samples a reset's outcome).
 
 :func:`lower_circuit` returns the unitary circuit and, for every clbit, the
 qubit holding its value at the end (``None``: the bit is never written and
@@ -23,9 +36,10 @@ without ancillas, so such a circuit is unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import UnsupportedInstructionError, shorten
+from ..frontends.qiskit_circuit import definition_of
 
 _SKIPPED = ("barrier", "delay")
 
@@ -43,12 +57,18 @@ class LoweredCircuit:
         ancillas: qubits added beyond the original circuit's.
         dynamic: whether the circuit had mid-circuit measurement, reset or
             classical control.
+        wires: per qubit of the original circuit, the qubit of ``circuit``
+            holding it at the end.
+        branches: the branch wires (see the module docstring), in the order
+            their resets and measurements happen.
     """
 
     circuit: object
     clbit_sources: list[int | None]
     ancillas: int
     dynamic: bool
+    wires: list[int] = field(default_factory=list)
+    branches: list[int] = field(default_factory=list)
 
     @property
     def num_qubits(self) -> int:
@@ -58,8 +78,12 @@ class LoweredCircuit:
 class _Lowering:
     """The rewriting state: physical wires, ancillas and the gates emitted so far."""
 
-    def __init__(self, qc) -> None:
+    def __init__(self, qc, collapse: bool = False) -> None:
         self.qc = qc
+        self.collapse = collapse  # a final measurement whose bit is read later is a branch too
+        self.branches: list[int] = []
+        self.touched: set[int] = set()  # logical qubits some instruction has acted on
+        self.phase = 0.0  # global phases of the definitions expanded outside conditions
         self.n = qc.num_qubits
         self.wire = list(range(self.n))  # logical qubit -> physical qubit holding it now
         self.n_physical = self.n
@@ -70,13 +94,18 @@ class _Lowering:
         # for each top-level position, the logical qubits some later instruction uses
         # (other than barrier, delay and measure): a measurement of any other qubit is final
         used_later: list[frozenset[int]] = [frozenset()] * len(qc.data)
+        read_later: list[frozenset[int]] = [frozenset()] * len(qc.data)
         seen: set[int] = set()
+        read: set[int] = set()
         for pos in range(len(qc.data) - 1, -1, -1):
             used_later[pos] = frozenset(seen)
+            read_later[pos] = frozenset(read)
             inst = qc.data[pos]
             if inst.operation.name not in (*_SKIPPED, "measure"):
                 seen.update(qc.find_bit(q).index for q in inst.qubits)
+                read.update(qc.find_bit(c).index for c in inst.clbits)
         self.used_later = used_later
+        self.read_later = read_later
 
     def fresh(self) -> int:
         self.n_physical += 1
@@ -91,6 +120,17 @@ class _Lowering:
         ctrl_state = sum(v << k for k, (_, v) in enumerate(controls))
         controlled = gate.control(len(controls), ctrl_state=ctrl_state)
         self.ops.append((controlled, tuple(q for q, _ in controls) + tuple(qubits)))
+
+    def add_phase(self, phase, controls: list[tuple[int, int]]) -> None:
+        """A definition's global phase: global outside conditions, a controlled phase inside."""
+        from qiskit.circuit.library import GlobalPhaseGate
+
+        if isinstance(phase, (int, float)) and phase == 0:
+            return
+        if controls:
+            self.emit(GlobalPhaseGate(phase), [], controls)
+        else:
+            self.phase = self.phase + phase
 
     def copy(self, source: int, target: int, controls: list[tuple[int, int]]) -> None:
         """``target ^= source`` where ``controls`` hold (the source may be one of them)."""
@@ -118,7 +158,10 @@ class _Lowering:
                 continue
             if name == "measure":
                 (logical,), (clbit,) = qubits, clbits
+                self.touched.add(logical)
                 final = top and not controls and logical not in self.used_later[pos]
+                if final and self.collapse:
+                    final = clbit not in self.read_later[pos]
                 if final:
                     self.sources[clbit] = self.wire[logical]
                     continue
@@ -131,14 +174,19 @@ class _Lowering:
                     self.copy(old, anc, controls)
                 self.copy(self.wire[logical], anc, controls)
                 self.sources[clbit] = anc
+                self.branches.append(anc)
                 continue
             if name == "reset":
-                self.dynamic = True
                 (logical,) = qubits
+                if logical not in self.touched:
+                    continue  # a fresh qubit is already |0>: the reset is the identity
+                self.dynamic = True
                 anc = self.fresh()
                 if controls:
                     self.emit(SwapGate(), [self.wire[logical], anc], controls)
+                    self.branches.append(anc)
                 else:
+                    self.branches.append(self.wire[logical])
                     self.wire[logical] = anc
                 continue
             if isinstance(op, IfElseOp):
@@ -155,6 +203,20 @@ class _Lowering:
                     f"control-flow instruction {where} is not supported; supported: if_test / "
                     "IfElseOp on a clbit or register, box, mid-circuit measure, reset"
                 )
+            composite = not isinstance(op, Gate) and name != "unitary"
+            if not composite and controls and not hasattr(type(op), "__array__"):
+                composite = definition_of(op, where) is not None  # control its gates
+            if composite:
+                definition = definition_of(op, where)
+                if definition is None:
+                    raise UnsupportedInstructionError(
+                        f"non-unitary instruction {where} has no definition; supported: unitary "
+                        "gates, instructions defined by them, measure, reset, barrier, delay, "
+                        "if_test / IfElseOp on a clbit or register"
+                    )
+                self.add_phase(definition.global_phase, controls)
+                self.walk(definition, qubits, clbits, controls, top=False)
+                continue
             if clbits or not isinstance(op, Gate):
                 raise UnsupportedInstructionError(
                     f"non-unitary instruction {where}; supported: unitary gates, measure, reset, "
@@ -165,6 +227,7 @@ class _Lowering:
                 raise UnsupportedInstructionError(
                     f"instruction {where} has unbound parameters {names}; bind them first"
                 )
+            self.touched.update(qubits)
             self.emit(op, [self.wire[q] for q in qubits], controls)
 
     def condition_controls(self, condition, cmap_bits: dict, where: str):
@@ -240,11 +303,14 @@ def _condition_bits(op) -> list:
     return []
 
 
-def lower_circuit(qc, allow_parameters: bool = False) -> LoweredCircuit:
+def lower_circuit(qc, allow_parameters: bool = False, collapse: bool = False) -> LoweredCircuit:
     """Rewrite a (bound) Qiskit circuit as a unitary circuit plus its clbit sources.
 
     ``allow_parameters=True`` lowers a parametrised circuit as a template (its
     gates keep their parameters; bind the result's ``circuit`` afterwards).
+    ``collapse=True`` also copies out a final measurement whose bit a later
+    condition reads, so that every measured value a later gate depends on is a
+    branch wire (the estimator fixes them all to one sampled branch).
 
     Raises:
         UnsupportedInstructionError: for loops, switch, conditions on classical
@@ -262,10 +328,41 @@ def lower_circuit(qc, allow_parameters: bool = False) -> LoweredCircuit:
             f"unbound parameters {names}{first}; give parameter values in the pub or bind them "
             "with assign_parameters()"
         )
-    state = _Lowering(qc)
+    state = _Lowering(qc, collapse=collapse)
     state.allow_parameters = allow_parameters
     state.walk(qc, list(range(qc.num_qubits)), list(range(qc.num_clbits)), [], top=True)
-    out = QuantumCircuit(state.n_physical, global_phase=qc.global_phase, name=qc.name)
+    out = QuantumCircuit(state.n_physical, global_phase=qc.global_phase + state.phase,
+                         name=qc.name)
     for gate, qubits in state.ops:
         out.append(gate, qubits)
-    return LoweredCircuit(out, state.sources, state.n_physical - qc.num_qubits, state.dynamic)
+    return LoweredCircuit(out, state.sources, state.n_physical - qc.num_qubits, state.dynamic,
+                          wires=list(state.wire), branches=list(state.branches))
+
+
+def needs_lowering(qc) -> bool:
+    """Whether ``qc`` holds anything but gates, barriers, delays, final measurements and
+    resets of fresh qubits (then :func:`lower_circuit` must rewrite it; otherwise
+    :func:`~qsimdist.frontends.qiskit_circuit.from_qiskit` reads it as it is)."""
+    from qiskit.circuit import Gate
+
+    touched: set = set()
+    measured: set = set()
+    for inst in qc.data:
+        op = inst.operation
+        name = op.name
+        if name in _SKIPPED:
+            continue
+        if name == "measure":
+            measured.update(inst.qubits)
+            touched.update(inst.qubits)
+            continue
+        if name == "reset":
+            if touched.intersection(inst.qubits):
+                return True
+            continue
+        if not isinstance(op, Gate) and name != "unitary":
+            return True  # control flow, or a composite instruction (it may measure or reset)
+        if getattr(op, "condition", None) is not None or measured.intersection(inst.qubits):
+            return True
+        touched.update(inst.qubits)
+    return False

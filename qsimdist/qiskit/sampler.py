@@ -33,6 +33,7 @@ from qiskit.primitives import BaseSamplerV2
 from ..errors import InvalidInputError, shorten
 from ..sampling import METHODS, Contractor, sample_bits
 from .dynamic import LoweredCircuit, lower_circuit
+from .errors import qiskit_errors
 from .options import PrimitiveOptions
 
 
@@ -115,7 +116,15 @@ class SamplerV2(BaseSamplerV2):
 
     # ------------------------------------------------------------------ run
     def run(self, pubs: Iterable, *, shots: int | None = None):
-        """Sample each pub; returns a ``PrimitiveJob`` whose result is a ``PrimitiveResult``."""
+        """Sample each pub; returns a ``PrimitiveJob`` whose result is a ``PrimitiveResult``.
+
+        A qsimdist error (an unsupported instruction, a bad option) is raised as its
+        Qiskit flavour (:mod:`qsimdist.qiskit.errors`): also a ``QiskitError``.
+        """
+        with qiskit_errors():
+            return self._submit(pubs, shots)
+
+    def _submit(self, pubs: Iterable, shots: int | None):
         from qiskit.primitives import PrimitiveJob
         from qiskit.primitives.containers.sampler_pub import SamplerPub
 
@@ -127,7 +136,7 @@ class SamplerV2(BaseSamplerV2):
                 "One of your circuits has no output classical registers and so the result "
                 "will be empty. Did you mean to add measurement instructions?",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         if self._options.resolved_executor() == "mpi":
             # every rank runs the pubs on its main thread, in the same order
@@ -159,9 +168,10 @@ class SamplerV2(BaseSamplerV2):
     def _run(self, pubs: list):
         from qiskit.primitives import PrimitiveResult
 
-        contractor = self._contractor_now()
-        rng = self._generator(contractor)
-        results = [self._run_pub(pub, rng, contractor) for pub in pubs]
+        with qiskit_errors():  # a qsimdist error is also a QiskitError, as Qiskit raises
+            contractor = self._contractor_now()
+            rng = self._generator(contractor)
+            results = [self._run_pub(pub, rng, contractor) for pub in pubs]
         return PrimitiveResult(results, metadata={"version": 2})
 
     def _run_pub(self, pub, rng: np.random.Generator, contractor: Contractor):
