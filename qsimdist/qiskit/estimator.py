@@ -13,6 +13,18 @@ Every term of every observable is ``<psi|P|psi>`` on the doubled network with
 the light cone removed (:mod:`qsimdist.expectation`); a term met twice for one
 parameter binding is contracted once, and terms of the same network structure
 share one plan, kept by the estimator between calls.
+
+Composite instructions are expanded through their definitions. A circuit with
+``reset``, mid-circuit measurement or ``if_test`` blocks is evolved as
+``StatevectorEstimator`` evolves one: every element of the pub's broadcast
+shape samples one branch (the outcome of each reset and measurement) from the
+pub's generator, and its values are those of that branch, so the same seed
+gives the same values and the mean over elements is the mixed-state value.
+The branch is drawn outcome by outcome from light-cone marginals of the
+deferred-measurement circuit (:mod:`qsimdist.qiskit.dynamic`), and the values
+are ``<psi|P (x) Pi_b|psi> / <psi|Pi_b|psi>`` with ``Pi_b`` the projector on
+the branch. Final measurements (of qubits nothing uses afterwards, into bits
+nothing reads) are ignored: the values are those before them.
 """
 
 from __future__ import annotations
@@ -26,10 +38,13 @@ from qiskit.primitives import BaseEstimatorV2, DataBin, PrimitiveJob, PrimitiveR
 from qiskit.primitives.containers.estimator_pub import EstimatorPub
 
 from ..config import check_dtype
-from ..errors import InvalidInputError
+from ..errors import ExecutionError, InvalidInputError, shorten
 from ..expectation import METHODS, ExpectationEngine, PauliTerm, parse_term
+from ..frontends.circuit import GateCircuit
 from ..frontends.qiskit_circuit import from_qiskit
 from ..planner.path import PathOptions
+from .dynamic import LoweredCircuit, lower_circuit, needs_lowering
+from .errors import qiskit_errors
 from .options import PrimitiveOptions
 
 #: how plans run: ``auto`` is ``mpi`` when started by mpiexec with several ranks, else ``local``
@@ -107,12 +122,18 @@ class EstimatorV2(BaseEstimatorV2):
         Args:
             default_precision: precision of pubs that give none (0: exact values).
             seed: seed or ``numpy.random.Generator`` of the noise added when the
-                precision is positive.
-            options: :class:`EstimatorOptions` or a dict of its fields.
+                precision is positive, and of the branches sampled for circuits with
+                resets or mid-circuit measurements.
+            options: :class:`EstimatorOptions` or a dict of its fields. Aer's
+                layout is read too: ``default_precision`` and ``run_options``
+                (``{"seed_simulator": seed}``) may be given in the dict.
         """
+        with qiskit_errors():
+            options, default_precision, seed = _aer_style_options(options, default_precision,
+                                                                  seed)
+            self._options = EstimatorOptions.coerce(options)
         self._default_precision = default_precision
         self._seed = seed
-        self._options = EstimatorOptions.coerce(options)
         self._engine: ExpectationEngine | None = None
         self._lock = threading.Lock()
 
@@ -146,7 +167,15 @@ class EstimatorV2(BaseEstimatorV2):
     def run(
         self, pubs: Iterable, *, precision: float | None = None
     ) -> PrimitiveJob[PrimitiveResult[PubResult]]:
-        """Estimate expectation values of each pub; returns a submitted ``PrimitiveJob``."""
+        """Estimate expectation values of each pub; returns a submitted ``PrimitiveJob``.
+
+        A qsimdist error (an unsupported instruction, a bad label) is raised as its
+        Qiskit flavour (:mod:`qsimdist.qiskit.errors`): also a ``QiskitError``.
+        """
+        with qiskit_errors():
+            return self._submit(pubs, precision)
+
+    def _submit(self, pubs: Iterable, precision: float | None) -> PrimitiveJob:
         if precision is None:
             precision = self._default_precision
         coerced = [EstimatorPub.coerce(pub, precision) for pub in pubs]
@@ -160,7 +189,7 @@ class EstimatorV2(BaseEstimatorV2):
         return job
 
     def _run(self, pubs: list[EstimatorPub]) -> PrimitiveResult[PubResult]:
-        with self._lock:
+        with self._lock, qiskit_errors():
             return PrimitiveResult([self._run_pub(pub) for pub in pubs],
                                    metadata={"version": 2})
 
@@ -174,18 +203,39 @@ class EstimatorV2(BaseEstimatorV2):
         shape = pub.shape
         p_of = np.broadcast_to(np.arange(params.size).reshape(params.shape), shape)
         o_of = np.broadcast_to(np.arange(observables.size).reshape(observables.shape), shape)
-        flat_obs = observables.ravel()
-        n = pub.circuit.num_qubits
 
         # value of every (binding, observable) pair the broadcast needs
         pairs: dict[int, set[int]] = {}
         for b, o in zip(p_of.reshape(-1).tolist(), o_of.reshape(-1).tolist()):
             pairs.setdefault(b, set()).add(o)
+        if needs_lowering(pub.circuit):
+            evs = _BranchSampler(engine, pub, rng).evs(p_of, o_of, pairs, precision)
+        else:
+            evs = self._static_evs(pub, p_of, o_of, pairs, rng, precision)
+        stds = np.zeros(shape, dtype=np.float64)
+        after = engine.stats.to_dict()
+        spent = {k: after[k] - before[k] for k in after if k != "max_light_cone_qubits"}
+        data = DataBin(evs=evs, stds=stds, shape=shape)
+        return PubResult(data, metadata={
+            "target_precision": precision,
+            "circuit_metadata": pub.circuit.metadata,
+            "simulator": "qsimdist",
+            "qsimdist": spent,
+        })
+
+    def _static_evs(self, pub: EstimatorPub, p_of: np.ndarray, o_of: np.ndarray,
+                    pairs: dict[int, set[int]], rng: np.random.Generator,
+                    precision: float) -> np.ndarray:
+        """Values of a circuit of gates and final measurements: each (binding, observable)
+        pair once, every term of one binding in one engine call."""
+        engine = self.engine
+        params = pub.parameter_values
+        flat_obs = pub.observables.ravel()
+        n = pub.circuit.num_qubits
         terms: dict[str, PauliTerm] = {}
         value: dict[tuple[int, int], float] = {}
         for b, obs_indices in pairs.items():
-            loc = np.unravel_index(b, params.shape) if params.shape else ()
-            bound = params.bind(pub.circuit, tuple(int(i) for i in loc))
+            bound = params.bind(pub.circuit, _location(b, params.shape))
             gc = from_qiskit(bound)
             labels: dict[str, None] = {}
             for o in sorted(obs_indices):
@@ -199,23 +249,151 @@ class EstimatorV2(BaseEstimatorV2):
                 value[(b, o)] = float(
                     sum(float(c) * got[label] for label, c in flat_obs[o].items())
                 )
-
-        evs = np.zeros(shape, dtype=np.float64)
-        stds = np.zeros(shape, dtype=np.float64)
-        for index in np.ndindex(*shape):
+        evs = np.zeros(pub.shape, dtype=np.float64)
+        for index in np.ndindex(*pub.shape):
             ev = value[(int(p_of[index]), int(o_of[index]))]
             if precision != 0:
                 ev = rng.normal(ev, precision)
             evs[index] = ev
-        after = engine.stats.to_dict()
-        spent = {k: after[k] - before[k] for k in after if k != "max_light_cone_qubits"}
-        data = DataBin(evs=evs, stds=stds, shape=shape)
-        return PubResult(data, metadata={
-            "target_precision": precision,
-            "circuit_metadata": pub.circuit.metadata,
-            "simulator": "qsimdist",
-            "qsimdist": spent,
-        })
+        return evs
+
+
+def _location(b: int, shape: tuple) -> tuple[int, ...]:
+    """The index of flat binding ``b`` in a bindings array of ``shape``."""
+    return tuple(int(i) for i in np.unravel_index(b, shape)) if shape else ()
+
+
+class _BranchSampler:
+    """Values of a pub whose circuit has resets, mid-circuit measurements or conditions.
+
+    Each element of the broadcast shape draws one branch: the branch wires of the
+    lowered circuit (:class:`~qsimdist.qiskit.dynamic.LoweredCircuit`), outcome by
+    outcome, each from its probability given the outcomes before it. The probability
+    of every branch prefix and the value of every term on every drawn branch are
+    contracted once per binding, however many elements meet them.
+    """
+
+    def __init__(self, engine: ExpectationEngine, pub: EstimatorPub,
+                 rng: np.random.Generator) -> None:
+        self.engine = engine
+        self.pub = pub
+        self.rng = rng
+        self.n = pub.circuit.num_qubits
+        # a probability below this fraction of its prefix's is taken as zero (rounding)
+        self.tol = 1e-10 if engine.dtype == "complex128" else 1e-5
+        self.lowered: dict[int, tuple[LoweredCircuit, GateCircuit]] = {}
+        self.joint: dict[tuple, float] = {}   # (binding, branch prefix) -> its probability
+        self.values: dict[tuple, float] = {}  # (binding, branch, label) -> <psi|P Pi_b|psi>
+        self.terms: dict[str, PauliTerm] = {}
+
+    def circuit(self, b: int) -> tuple[LoweredCircuit, GateCircuit]:
+        found = self.lowered.get(b)
+        if found is None:
+            params = self.pub.parameter_values
+            bound = params.bind(self.pub.circuit, _location(b, params.shape))
+            lowered = lower_circuit(bound, collapse=True)
+            found = self.lowered[b] = (lowered, from_qiskit(lowered.circuit))
+        return found
+
+    def term(self, label: str | None, lowered: LoweredCircuit, branch: tuple) -> PauliTerm:
+        """``label`` (on the circuit's qubits; ``None``: the identity) times the projector on
+        ``branch``, as one term on the lowered circuit's qubits."""
+        ops: dict[int, str] = {}
+        if label is not None:
+            if label not in self.terms:
+                self.terms[label] = parse_term(label, self.n)
+            t = self.terms[label]
+            ops = {lowered.wires[q]: c for q, c in zip(t.qubits, t.ops)}
+        for wire, bit in zip(lowered.branches, branch):
+            ops[wire] = "01"[bit]
+        qubits = sorted(ops)
+        return PauliTerm(tuple(qubits), "".join(ops[q] for q in qubits))
+
+    def draw(self, b: int) -> tuple[tuple[int, ...], float]:
+        """One branch of binding ``b`` and its probability."""
+        lowered, gc = self.circuit(b)
+        branch: tuple[int, ...] = ()
+        prob = 1.0
+        for _ in lowered.branches:
+            key = (b, (*branch, 0))
+            p0 = self.joint.get(key)
+            if p0 is None:
+                p0 = float(self.engine.term_values(gc, [self.term(None, lowered, key[1])])[0])
+                if p0 < self.tol * prob:
+                    p0 = 0.0
+                elif p0 > (1 - self.tol) * prob:
+                    p0 = prob
+                self.joint[key] = p0
+            bit = 0 if self.rng.random() * prob < p0 else 1
+            prob = p0 if bit == 0 else prob - p0
+            branch = (*branch, bit)
+        if prob <= 0:
+            raise ExecutionError(
+                f"the sampled branch {shorten(branch)} of a reset or measurement has "
+                f"probability {prob}; the circuit's probabilities do not add up"
+            )
+        return branch, prob
+
+    def evs(self, p_of: np.ndarray, o_of: np.ndarray, pairs: dict[int, set[int]],
+            precision: float) -> np.ndarray:
+        flat_obs = self.pub.observables.ravel()
+        evs = np.zeros(self.pub.shape, dtype=np.float64)
+        for index in np.ndindex(*self.pub.shape):
+            b, o = int(p_of[index]), int(o_of[index])
+            lowered, gc = self.circuit(b)
+            branch, prob = self.draw(b)
+            needed = flat_obs[o] if lowered.branches else {
+                lb: None for j in sorted(pairs[b]) for lb in flat_obs[j]}
+            labels = [lb for lb in needed if set(lb) != {"I"}
+                      and (b, branch, lb) not in self.values]
+            if labels:
+                got = self.engine.term_values(
+                    gc, [self.term(lb, lowered, branch) for lb in labels])
+                for lb, v in zip(labels, got):
+                    self.values[(b, branch, lb)] = float(v)
+            ev = float(sum(
+                float(c) * (1.0 if set(lb) == {"I"} else self.values[(b, branch, lb)] / prob)
+                for lb, c in flat_obs[o].items()))
+            if precision != 0:
+                ev = self.rng.normal(ev, precision)
+            evs[index] = ev
+        return evs
+
+
+def _aer_style_options(options, default_precision: float, seed):
+    """Read Aer's option layout (``default_precision`` and ``run_options`` inside the
+    dict) into the constructor's arguments; the other keys are qsimdist's options."""
+    if not isinstance(options, dict) or not ({"default_precision", "run_options"} & set(options)):
+        return options, default_precision, seed
+    options = dict(options)
+    if "default_precision" in options:
+        given = options.pop("default_precision")
+        if default_precision not in (0, given):
+            raise InvalidInputError(
+                f"default_precision is given twice, {default_precision} and {given} in the "
+                "options; give it once"
+            )
+        default_precision = given
+    run_options = options.pop("run_options", None) or {}
+    if not isinstance(run_options, dict):
+        raise InvalidInputError(
+            f"run_options must be a dict, got {shorten(run_options)}; valid keys: "
+            "seed_simulator")
+    unknown = sorted(set(run_options) - {"seed_simulator"})
+    if unknown:
+        raise InvalidInputError(
+            f"unknown run_options {', '.join(map(str, unknown))}; valid: seed_simulator "
+            "(the estimator's values are exact, so Aer's shots and methods do not apply)"
+        )
+    if "seed_simulator" in run_options:
+        given = run_options["seed_simulator"]
+        if seed is not None and seed is not given and seed != given:
+            raise InvalidInputError(
+                f"the seed is given twice, {shorten(seed)} and seed_simulator={shorten(given)}; "
+                "give it once"
+            )
+        seed = given
+    return options, default_precision, seed
 
 
 __all__ = ["EstimatorOptions", "EstimatorV2"]
