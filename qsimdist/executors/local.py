@@ -54,9 +54,17 @@ class BufferPool:
     is used), so fresh allocations, whose first touch page-faults, are rare.
     At most ``limit`` bytes of free buffers are held; beyond that they are
     released, so a long contraction cannot hoard memory.
+
+    ``cap`` bounds the bytes the pool manages in all: buffers handed out (their
+    whole size, best-fit slack included) plus free ones. Before a fresh
+    allocation would pass it, free buffers are released, largest first, and a
+    buffer given back is dropped rather than kept when keeping it would pass
+    it. The MPI executor sets ``cap`` to the schedule's guarded peak, so the
+    free buffers never add to what the guard allowed.
     """
 
-    def __init__(self, xp, dtype, limit: int | None = None, slack: float = 2.0) -> None:
+    def __init__(self, xp, dtype, limit: int | None = None, slack: float = 2.0,
+                 cap: int | None = None) -> None:
         self.xp = xp
         self.dtype = np.dtype(dtype)
         self.free: dict[int, list] = {}
@@ -64,6 +72,26 @@ class BufferPool:
         self.limit = limit
         self.slack = slack
         self.held = 0
+        self.cap = cap
+        self.lent: dict[int, int] = {}  # id of each buffer handed out -> its bytes (with a cap)
+        self.out = 0  # bytes of the buffers in ``lent``
+
+    def _lend(self, base) -> None:
+        if self.cap is not None:
+            nbytes = base.size * self.dtype.itemsize
+            self.lent[id(base)] = nbytes
+            self.out += nbytes
+
+    def _make_room(self, nbytes: int) -> None:
+        """Release free buffers, largest first, until ``nbytes`` more stay within ``cap``."""
+        while self.sizes and self.out + self.held + nbytes > self.cap:
+            have = self.sizes[-1]
+            stack = self.free[have]
+            stack.pop()
+            if not stack:
+                del self.free[have]
+                self.sizes.pop()
+            self.held -= have * self.dtype.itemsize
 
     def get(self, shape: tuple[int, ...]):
         size = math.prod(shape)
@@ -76,14 +104,23 @@ class BufferPool:
                 del self.free[have]
                 self.sizes.pop(j)
             self.held -= have * self.dtype.itemsize
+            self._lend(base)
             return base[:size].reshape(shape)
-        return self.xp.empty(size, dtype=self.dtype).reshape(shape)
+        if self.cap is not None:
+            self._make_room(size * self.dtype.itemsize)
+        base = self.xp.empty(size, dtype=self.dtype)
+        self._lend(base)
+        return base.reshape(shape)
 
     def put(self, arr) -> None:
         base = arr.base if arr.base is not None else arr
         if base.ndim != 1 or not base.flags.c_contiguous:
             return
         nbytes = base.size * self.dtype.itemsize
+        if self.cap is not None:
+            self.out -= self.lent.pop(id(base), 0)
+            if self.out + self.held + nbytes > self.cap:
+                return
         if self.limit is not None and self.held + nbytes > self.limit:
             return
         if base.size not in self.free:
@@ -292,6 +329,134 @@ def contract_slice(plan: Plan, assignment: dict[str, int], xp, pool: BufferPool,
     return root
 
 
+# ------------------------------------------------------------ exponent tracking
+#: ``log10(2)``: a binary exponent ``e`` is the decimal exponent ``e * LOG10_2``
+LOG10_2 = math.log10(2.0)
+#: the widest power of two one multiplication applies (``2.0**1022`` is normal, so exact)
+_MAX_STEP = 1022
+
+
+def scale_by_power_of_two(arr, e: int) -> None:
+    """``arr *= 2**e`` in place, exactly (barring underflow of its smallest entries).
+
+    Powers beyond a float's range (``|e| > 1022``, met when a leaf's largest
+    entry is subnormal or near the largest float) are applied in parts.
+    """
+    while e:
+        part = max(-_MAX_STEP, min(_MAX_STEP, e))
+        arr *= 2.0 ** part
+        e -= part
+
+
+def _largest_magnitude(arr, xp) -> float:
+    """``max |re|, |im|`` over ``arr`` (within a factor sqrt(2) of ``max |arr|``): reductions
+    over views only, so no temporary the size of ``arr`` is made. NaN if ``arr`` holds one."""
+    if arr.size == 0:
+        return 0.0
+    parts = (arr.real, arr.imag) if arr.dtype.kind == "c" else (arr,)
+    big = 0.0
+    for part in parts:
+        hi, lo = float(xp.max(part)), float(xp.min(part))
+        if hi != hi or lo != lo:  # NaN
+            return math.nan
+        big = max(big, hi, -lo)
+    return big
+
+
+def strip_power_of_two(arr, xp) -> int | None:
+    """Divide ``arr`` in place by a power of two ``2**e`` that brings its largest magnitude
+    into ``[0.5, 1.5)`` and return ``e`` (exact: only the binary exponents change).
+
+    Returns ``None`` for an exactly zero ``arr`` (left as it is), and ``0``
+    (``arr`` unchanged) when ``arr`` holds an infinity or NaN.
+    """
+    big = _largest_magnitude(arr, xp)
+    if big == 0.0:
+        return None
+    if not math.isfinite(big):
+        return 0
+    e = math.frexp(big)[1]
+    scale_by_power_of_two(arr, -e)
+    return e
+
+
+def contract_slice_scaled(plan: Plan, assignment: dict[str, int], xp, pool: BufferPool, dtype,
+                          compiled: bool | None = None, gemm: str = "complex"):
+    """:func:`contract_slice` tracking exponents: ``(root, e)`` with the slice's value
+    ``root * 2**e``; ``e`` is ``None`` when the slice is exactly zero.
+
+    Every leaf and every step's output is divided by a power of two near its
+    largest magnitude (:func:`strip_power_of_two`) and the powers are added up
+    along the tree, so no intermediate overflows or underflows as a whole,
+    whatever the magnitude of the value. An exactly zero node makes every
+    node above it zero (its exponent ``None``); the other branches are still
+    rescaled, so a zero never meets an infinity.
+    """
+    n = plan.network.num_tensors
+    nodes: dict[int, object] = {}
+    exps: dict[int, int | None] = {}
+    for k in range(n):
+        leaf = load_leaf(plan, k, assignment, xp, dtype)
+        nodes[k], exps[k] = leaf, strip_power_of_two(leaf, xp)
+    for step in plan.steps:
+        a, b = nodes.pop(step.lhs), nodes.pop(step.rhs)
+        ea, eb = exps.pop(step.lhs), exps.pop(step.rhs)
+        out = run_step(step, a, b, xp, pool, compiled, gemm)
+        pool.put(a)
+        pool.put(b)
+        e = strip_power_of_two(out, xp)
+        nodes[step.out] = out
+        exps[step.out] = None if e is None or ea is None or eb is None else ea + eb + e
+    ((key, root),) = nodes.items()
+    return root, exps[key]
+
+
+def accumulate_scaled(result, result_exp: int | None, root, root_exp: int | None,
+                      pool: BufferPool):
+    """The slices' sum with exponents: ``(result, result_exp)`` plus ``(root, root_exp)``
+    (values ``array * 2**exp``; exponent ``None``: exactly zero) as one ``(array, exp)``.
+
+    The common exponent is the larger one; the other term is scaled down to it
+    before the in-place addition, and an exactly zero term is dropped (it does
+    not set the exponent). ``result`` ``None`` starts the sum. Buffers no
+    longer needed go back to ``pool``.
+    """
+    if result is None:
+        return root, root_exp
+    if root_exp is None:
+        pool.put(root)
+        return result, result_exp
+    if result_exp is None:
+        pool.put(result)
+        return root, root_exp
+    e = max(result_exp, root_exp)
+    scale_by_power_of_two(result, result_exp - e)
+    scale_by_power_of_two(root, root_exp - e)
+    result += root
+    pool.put(root)
+    return result, e
+
+
+def decimal_mantissa(result, exp: int | None, xp):
+    """``(mantissa, exponent)`` in quimb's and cotengra's convention from ``result * 2**exp``.
+
+    The value is ``mantissa * 10**exponent`` with ``exponent`` a float (log10)
+    and ``mantissa`` scaled in place so that its largest magnitude is 1. An
+    exactly zero value (``exp`` ``None``, or slices that cancelled exactly)
+    gives ``(zeros, 0.0)``; one holding an infinity or NaN keeps it in the
+    mantissa (exponent ``exp * log10(2)``).
+    """
+    if exp is None:
+        return result, 0.0
+    big = float(xp.max(xp.abs(result))) if result.size else 0.0
+    if big == 0.0:
+        return result, 0.0
+    if not math.isfinite(big):
+        return result, exp * LOG10_2
+    result /= big
+    return result, exp * LOG10_2 + math.log10(big)
+
+
 #: a plan keeps its free buffers between runs when they total at most this many bytes
 RETAIN_BYTES = 256 * 2**20
 
@@ -329,6 +494,7 @@ def execute(
     progress: Progress | None = None,
     reuse_workspace: bool = True,
     gemm: str = "complex",
+    strip_exponent: bool = False,
 ):
     """Run ``plan``; returns an array (numpy, or cupy for ``backend='cupy'``) in output order.
 
@@ -347,6 +513,15 @@ def execute(
     plan's reported peak); ``"tf32"`` (CuPy, complex64) cuBLAS's TF32 compute
     type for the whole run; ``"3m-tf32"`` both. Both trade accuracy for
     speed: BENCHMARKS.md section 18 has their measured errors.
+
+    ``strip_exponent=True`` returns ``(mantissa, exponent)`` instead, the value
+    being ``mantissa * 10**exponent`` (``exponent`` a Python float, log10;
+    ``max |mantissa| == 1``; an exactly zero value is ``(zeros, 0.0)``), as
+    cotengra's and quimb's ``strip_exponent`` do. Every leaf and step output
+    is divided by a power of two as the plan runs (:func:`contract_slice_scaled`)
+    and the slices are summed at a common exponent (:func:`accumulate_scaled`),
+    so values far outside the dtype's range (1e-5000, 1e+800) come out right.
+    It costs a max/min pass over each intermediate.
     """
     if plan.network.arrays is None:
         raise InvalidInputError("this plan's network has no arrays; nothing to contract")
@@ -354,6 +529,8 @@ def execute(
     dtype = np.dtype(plan.dtype)
     check_gemm_mode(gemm, xp, dtype)
     with gemm_context(gemm, xp):
+        if strip_exponent:
+            return _run_scaled(plan, xp, dtype, progress, reuse_workspace, gemm)
         return _run(plan, xp, dtype, progress, reuse_workspace, gemm)
 
 
@@ -374,3 +551,21 @@ def _run(plan: Plan, xp, dtype, progress, reuse_workspace: bool, gemm: str):
             progress(done, total)
     _leave_workspace(plan, pool, reuse_workspace)
     return result
+
+
+def _run_scaled(plan: Plan, xp, dtype, progress, reuse_workspace: bool, gemm: str):
+    """:func:`_run` with exponent tracking: ``(mantissa, exponent)`` (see :func:`execute`)."""
+    pool = _take_workspace(plan, xp, dtype, reuse_workspace)
+    out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)
+    compiled = xp is np and kernels.worthwhile(plan.stats.flops)
+    result, exp = None, None
+    ranges = [range(plan.network.size_dict[i]) for i in plan.sliced]
+    total = plan.stats.n_slices
+    for done, values in enumerate(itertools.product(*ranges), start=1):
+        root, root_exp = contract_slice_scaled(plan, dict(zip(plan.sliced, values)), xp, pool,
+                                               dtype, compiled, gemm)
+        result, exp = accumulate_scaled(result, exp, root.reshape(out_shape), root_exp, pool)
+        if progress is not None:
+            progress(done, total)
+    _leave_workspace(plan, pool, reuse_workspace)
+    return decimal_mantissa(result, exp, xp)
