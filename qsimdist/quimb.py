@@ -14,7 +14,17 @@
   that name on entry and restores it on exit, even when the body raises.
   Calls qsimdist cannot take (arrays other than NumPy's, ``backend=`` other
   than numpy, extra cotengra keywords, no explicit output) go to quimb's own
-  function unchanged; :attr:`HookStats.fallbacks` counts them.
+  function unchanged; :attr:`HookStats.fallbacks` counts them. With
+  ``strip_exponent=True`` (quimb passes it for ``strip_exponent`` and
+  ``equalize_norms``) the intermediates are rescaled as the plan runs and
+  ``(mantissa, exponent)`` comes back in cotengra's convention, so values
+  far outside float64's range are right; an exactly zero value is
+  ``(0, 0.0)`` whether or not ``check_zero`` is given (quimb's ``nan``
+  without it is never produced). That needs the local executor: under
+  ``executor="mpi"`` such a call raises :class:`~qsimdist.errors.InvalidInputError`.
+* Every path converts a quimb network the same way
+  (:mod:`qsimdist.frontends.quimb_network`): output indices in the order
+  given, and the network's ``exponent`` applied.
 * :func:`peps_norm` and :func:`peps_local_expectation`: exact norm and local
   expectation values of a quimb ``PEPS`` (any size and bond dimension), the
   networks built with quimb's own ``make_norm`` / ``gate`` / ``make_overlap``.
@@ -44,6 +54,13 @@ import numpy as np
 
 from .config import check_gemm
 from .errors import InvalidInputError, MissingDependencyError, shorten
+from .frontends.quimb_network import (
+    PreparedNetwork,
+    default_output,
+    prepare,
+    quimb_tensors,
+    times_ten_to,
+)
 from .network import Network
 from .planner.path import PathOptions
 
@@ -52,8 +69,6 @@ if TYPE_CHECKING:
 
 #: dtypes a contraction may ask for; real ones compute in the matching complex dtype
 DTYPES = ("complex64", "complex128", "float32", "float64")
-_COMPUTE = {"complex64": "complex64", "complex128": "complex128",
-            "float32": "complex64", "float64": "complex128"}
 EXECUTORS = ("local", "mpi")
 #: quimb's rule for turning a complex scalar result real (``quimb.core.realify_scalar``)
 _IMAG_TOL = 1e-12
@@ -207,133 +222,6 @@ def _dtype_name(dtype: Any) -> str:
         return str(dtype)
 
 
-# ------------------------------------------------------- arrays -> Network
-@dataclass
-class PreparedNetwork:
-    """A contraction as a qsimdist :class:`Network`, with what is needed to give the result back.
-
-    Attributes:
-        network: the IR (index names are strings).
-        output: the caller's output indices, in order (their original objects).
-        compute_dtype: the complex dtype the plan runs in.
-        result_dtype: the dtype of the returned values.
-    """
-
-    network: Network
-    output: tuple
-    compute_dtype: str
-    result_dtype: str
-
-
-def _diagonal(arr: np.ndarray, term: tuple) -> tuple[np.ndarray, tuple]:
-    """A tensor whose index list repeats an index, reduced to its diagonal (einsum's meaning)."""
-    unique = tuple(dict.fromkeys(term))
-    if len(unique) == len(term):
-        return arr, term
-    ids = {ix: k for k, ix in enumerate(unique)}
-    return np.einsum(arr, [ids[ix] for ix in term], [ids[ix] for ix in unique]), unique
-
-
-def _index_names(inputs: Sequence[tuple], output: tuple) -> dict:
-    """Original index -> string name for the IR (strings kept as they are when all are strings)."""
-    seen = dict.fromkeys(ix for term in (*inputs, output) for ix in term)
-    if all(isinstance(ix, str) for ix in seen):
-        return {ix: ix for ix in seen}
-    return {ix: f"i{k}" for k, ix in enumerate(seen)}
-
-
-def default_output(inputs: Sequence[tuple]) -> tuple:
-    """quimb's default output: indices on exactly one tensor, in order of first appearance.
-
-    Raises:
-        InvalidInputError: an index on three or more tensors (a hyper-index),
-            for which quimb, too, needs explicit ``output_inds``.
-    """
-    count: dict = {}
-    for term in inputs:
-        for ix in dict.fromkeys(term):
-            count[ix] = count.get(ix, 0) + 1
-    hyper = [ix for ix, c in count.items() if c > 2]
-    if hyper:
-        raise InvalidInputError(
-            f"index {shorten(hyper[0])} appears on {count[hyper[0]]} tensors (a hyper-index); "
-            "pass output_inds=... to say which indices to keep (() for a scalar)"
-        )
-    return tuple(ix for ix, c in count.items() if c == 1)
-
-
-def prepare(arrays: Sequence[Any], inputs: Sequence[Sequence[Any]], output: Sequence[Any] | None,
-            dtype: str | None = None) -> PreparedNetwork:
-    """Check a contraction given as arrays and index lists and turn it into a Network.
-
-    Args:
-        arrays: one array per tensor (anything ``numpy.asarray`` takes).
-        inputs: the indices of each tensor (any hashable; repeated indices on
-            one tensor mean its diagonal, as in einsum).
-        output: indices to keep, in order; ``None`` for quimb's default.
-        dtype: see :class:`ContractOptions`.
-
-    Raises:
-        InvalidInputError: no tensors, an array whose rank or extents disagree
-            with its indices or with another tensor's, a bad output index, or a
-            real ``dtype`` asked for complex inputs.
-    """
-    if len(arrays) == 0:
-        raise InvalidInputError("the network has no tensors; nothing to contract")
-    if len(arrays) != len(inputs):
-        raise InvalidInputError(f"{len(arrays)} arrays given for {len(inputs)} index lists")
-    terms = [tuple(term) for term in inputs]
-    arrs = []
-    for k, (a, term) in enumerate(zip(arrays, terms)):
-        a = np.asarray(a)
-        if a.dtype.kind not in "biufc":
-            raise InvalidInputError(f"tensor {k} has dtype {a.dtype}; valid: numbers")
-        if a.ndim != len(term):
-            raise InvalidInputError(
-                f"tensor {k} has {a.ndim} axes but {len(term)} indices {shorten(term)}"
-            )
-        arrs.append(a)
-    size: dict = {}
-    for k, (a, term) in enumerate(zip(arrs, terms)):
-        for ix, d in zip(term, a.shape):
-            if size.setdefault(ix, (d, k))[0] != d:
-                raise InvalidInputError(
-                    f"index {shorten(ix)} has size {size[ix][0]} on tensor {size[ix][1]} but "
-                    f"{d} on tensor {k}; an index must have one size everywhere"
-                )
-    reduced = [_diagonal(a, term) for a, term in zip(arrs, terms)]
-    out = default_output([t for _, t in reduced]) if output is None else tuple(output)
-    for ix in out:
-        if ix not in size:
-            raise InvalidInputError(f"output index {shorten(ix)} is on no tensor")
-    if len(set(out)) != len(out):
-        raise InvalidInputError(f"output_inds repeats an index: {shorten(out)}")
-
-    in_dtype = np.result_type(*arrs)
-    if dtype is None:
-        if in_dtype.kind == "c":
-            result = "complex64" if in_dtype.itemsize <= 8 else "complex128"
-        elif in_dtype == np.float32:
-            result = "float32"
-        else:
-            result = "float64"
-    else:
-        result = dtype
-        if result.startswith("float") and in_dtype.kind == "c":
-            raise InvalidInputError(
-                f"dtype {result} asked for, but the network has complex arrays ({in_dtype}); "
-                "use complex64 or complex128"
-            )
-    names = _index_names([t for _, t in reduced], out)
-    net = Network(
-        [tuple(names[ix] for ix in t) for _, t in reduced],
-        tuple(names[ix] for ix in out),
-        {names[ix]: d for ix, (d, _) in size.items() if ix in names},
-        [a for a, _ in reduced],
-    )
-    return PreparedNetwork(net, out, _COMPUTE[result], result)
-
-
 # ------------------------------------------------------------ contraction
 _STATE = threading.local()
 
@@ -402,26 +290,43 @@ def plan_network(net: Network, dtype: str, memory_limit: int | None,
     return plan
 
 
-def run_network(net: Network, options: ContractOptions,
-                compute_dtype: str) -> tuple[np.ndarray, Plan]:
+def run_network(net: Network, options: ContractOptions, compute_dtype: str,
+                strip_exponent: bool = False) -> tuple[Any, Plan]:
     """Plan and execute ``net`` (its arrays) with qsimdist; the result (NumPy) and the plan.
 
     Single process with ``executor="local"``; with ``"mpi"`` the plan is made
     once on rank 0 for the ranks of ``comm`` and the hardware ``profile``,
     broadcast, and run distributed (every rank returns the whole result).
+
+    ``strip_exponent=True`` (local executor only): the result is
+    ``(mantissa, exponent)``, the value being ``mantissa * 10**exponent``
+    (``max |mantissa| == 1``; ``(zeros, 0.0)`` for an exact zero), with the
+    intermediates rescaled as the plan runs, so values beyond the dtype's
+    range come out right (:func:`qsimdist.executors.local.execute`).
+    ``net.meta["exponent"]`` is not applied here; the callers add it.
+
+    Raises:
+        InvalidInputError: ``strip_exponent`` with the ``"mpi"`` executor.
     """
     from .api import check_plan_fits
     from .planner.simplify import simplify
 
+    executor = options.resolved_executor()
+    if strip_exponent and executor != "local":
+        raise InvalidInputError(
+            f"strip_exponent=True needs executor 'local'; executor {executor!r} cannot rescale "
+            "intermediates yet (contract without strip_exponent, or with executor='local')"
+        )
     limit = options.resolved_memory_limit()
     popts = options.resolved_path_options()
     with _inside_qsimdist():
         if options.simplify_sequence:
             net = simplify(net, options.simplify_sequence)
-        if options.resolved_executor() == "local":
+        if executor == "local":
             plan = plan_network(net, compute_dtype, limit, popts)
             check_plan_fits(plan, limit if limit is not None else "none")
-            out = plan.execute(backend=options.backend, gemm=options.gemm)
+            out = plan.execute(backend=options.backend, gemm=options.gemm,
+                               **({"strip_exponent": True} if strip_exponent else {}))
         else:
             from .distributed import distribute, plan_on_root, profile_for, world
 
@@ -435,9 +340,15 @@ def run_network(net: Network, options: ContractOptions,
             plan = plan_on_root(build, comm)
             out = plan.execute(backend=options.backend, executor="mpi", comm=comm,
                                memory_limit=limit, gemm=options.gemm)
-    out = out.get() if hasattr(out, "get") else out
     shape = tuple(net.size_dict[i] for i in net.output)
-    return np.asarray(out).reshape(shape), plan
+    if strip_exponent:
+        mantissa, exponent = out
+        return (_to_numpy(mantissa).reshape(shape), float(exponent)), plan
+    return _to_numpy(out).reshape(shape), plan
+
+
+def _to_numpy(a: Any) -> np.ndarray:
+    return np.asarray(a.get() if hasattr(a, "get") else a)
 
 
 def finish(values: np.ndarray, prepared: PreparedNetwork) -> np.ndarray:
@@ -449,31 +360,26 @@ def finish(values: np.ndarray, prepared: PreparedNetwork) -> np.ndarray:
 
 def contract_arrays(arrays: Sequence[Any], inputs: Sequence[Sequence[Any]],
                     output: Sequence[Any] | None = None,
-                    options: ContractOptions | dict | None = None, **kw: Any) -> np.ndarray:
+                    options: ContractOptions | dict | None = None, *,
+                    strip_exponent: bool = False, **kw: Any) -> Any:
     """Contract arrays with index lists (cotengra's ``array_contract`` form) through qsimdist.
 
     Returns an array whose axes follow ``output`` (quimb's default output when
-    ``None``). ``options``/keywords: see :class:`ContractOptions`.
+    ``None``); with ``strip_exponent=True``, ``(mantissa, exponent)`` as
+    cotengra's ``array_contract`` returns them: the value is
+    ``mantissa * 10**exponent``, ``max |mantissa| == 1``, computed with the
+    intermediates rescaled (no overflow or underflow whatever the value's
+    magnitude), and an exactly zero value is ``(zeros, 0.0)``.
+    ``options``/keywords: see :class:`ContractOptions`.
     """
     opts = ContractOptions.coerce(options, **kw)
     prepared = prepare(arrays, inputs, output, opts.dtype)
+    if strip_exponent:
+        (mantissa, exponent), _ = run_network(prepared.network, opts, prepared.compute_dtype,
+                                              strip_exponent=True)
+        return finish(mantissa, prepared), np.float64(exponent)
     values, _ = run_network(prepared.network, opts, prepared.compute_dtype)
     return finish(values, prepared)
-
-
-def _tensors_of(tn: Any) -> tuple[list, float]:
-    """The tensors of a quimb network, tensor or sequence of tensors, and the network's exponent."""
-    qtn = _quimb_tensor()
-    if isinstance(tn, qtn.TensorNetwork):
-        return list(tn.tensor_map.values()), float(getattr(tn, "exponent", 0.0) or 0.0)
-    if isinstance(tn, qtn.Tensor):
-        return [tn], 0.0
-    if isinstance(tn, (list, tuple)) and all(isinstance(t, qtn.Tensor) for t in tn):
-        return list(tn), 0.0
-    raise InvalidInputError(
-        f"cannot contract an object of type {type(tn).__name__}; valid: a quimb TensorNetwork, "
-        "a quimb Tensor or a list of quimb Tensors"
-    )
 
 
 def _as_scalar(value: np.ndarray) -> complex | float | int:
@@ -485,7 +391,8 @@ def _as_scalar(value: np.ndarray) -> complex | float | int:
 
 
 def contract(tn: Any, output_inds: Sequence[str] | None = None, *, preserve_tensor: bool = False,
-             options: ContractOptions | dict | None = None, **kw: Any) -> Any:
+             strip_exponent: bool = False, options: ContractOptions | dict | None = None,
+             **kw: Any) -> Any:
     """Contract a quimb network with qsimdist; returns what ``tn.contract(all, ...)`` returns.
 
     Args:
@@ -494,29 +401,48 @@ def contract(tn: Any, output_inds: Sequence[str] | None = None, *, preserve_tens
             exactly one tensor, in order of appearance (quimb's default); a
             network with hyper-indices needs them given (``()`` for a scalar).
         preserve_tensor: return a ``Tensor`` even for a scalar result.
+        strip_exponent: return ``(result, exponent)`` with the value
+            ``result * 10**exponent`` and ``max |result| == 1``, as quimb's
+            ``tn.contract(all, strip_exponent=True)`` does; the intermediates are
+            rescaled as the plan runs, so values far outside the dtype's range
+            are exact to rounding (local executor only).
         options, kw: see :class:`ContractOptions` (``dtype``, ``memory_limit``,
             ``path_options``, ``max_time``, ``executor``, ``profile``, ``comm``, ...).
 
     Returns:
         A Python scalar (real when quimb's would be), or a quimb ``Tensor``
-        with indices ``output_inds`` and the union of the tensors' tags.
-        The network's ``exponent`` is folded into the result, as quimb does.
+        with indices ``output_inds`` and the union of the tensors' tags
+        (with ``strip_exponent``, that and the exponent). The network's
+        ``exponent`` is folded into the result (or the returned exponent), as
+        quimb does; with the local executor the contraction is then rescaled
+        as it runs, so a large ``exponent`` on a network of small values (what
+        ``equalize_norms`` leaves) gives the right value.
     """
     qtn = _quimb_tensor()
     opts = ContractOptions.coerce(options, **kw)
-    tensors, exponent = _tensors_of(tn)
+    tensors, exponent = quimb_tensors(tn)
     prepared = prepare([t.data for t in tensors], [t.inds for t in tensors], output_inds,
-                       opts.dtype)
-    values, _ = run_network(prepared.network, opts, prepared.compute_dtype)
-    values = finish(values, prepared)
-    if exponent:
-        values = values * 10.0**exponent
+                       opts.dtype, exponent)
+    scaled = strip_exponent or (exponent and opts.resolved_executor() == "local")
+    if scaled:
+        (values, found), _ = run_network(prepared.network, opts, prepared.compute_dtype,
+                                         strip_exponent=True)
+        values = finish(values, prepared)
+        if np.any(values):  # an exact zero keeps exponent 0.0 (quimb's check_zero)
+            found += exponent
+        if not strip_exponent:
+            values = times_ten_to(values, found)
+    else:
+        values, _ = run_network(prepared.network, opts, prepared.compute_dtype)
+        values = times_ten_to(finish(values, prepared), exponent)
     if not prepared.output and not preserve_tensor:
-        return _as_scalar(values)
-    tags = {}
-    for t in tensors:
-        tags.update(dict.fromkeys(t.tags))
-    return qtn.Tensor(data=values, inds=prepared.output, tags=tuple(tags))
+        result = _as_scalar(values)
+    else:
+        tags = {}
+        for t in tensors:
+            tags.update(dict.fromkeys(t.tags))
+        result = qtn.Tensor(data=values, inds=prepared.output, tags=tuple(tags))
+    return (result, np.float64(found)) if strip_exponent else result
 
 
 # ------------------------------------------------------------------ hook
@@ -556,14 +482,11 @@ class _Hook:
             return original(arrays, inputs, output, optimize=optimize, backend=backend,
                             strip_exponent=strip_exponent, check_zero=check_zero, **kwargs)
         opts, stats = top
-        values = contract_arrays(arrays, inputs, output, opts)
+        # quimb passes its equalize_norms here, a bool or a norm to equalize to
+        values = contract_arrays(arrays, inputs, output, opts,
+                                 strip_exponent=bool(strip_exponent))
         stats.routed += 1
-        if not strip_exponent:
-            return values
-        scale = float(np.max(np.abs(values))) if values.size else 0.0
-        if scale == 0.0 or not math.isfinite(scale):
-            return values, 0.0
-        return values / scale, math.log10(scale)
+        return values
 
     @staticmethod
     def _refusal(top: tuple | None, arrays: Sequence[Any], output: Sequence[Any] | None,

@@ -152,17 +152,19 @@ def load(source) -> GateCircuit | Network:
 
 
 def network_from_quimb(tn, output_inds=None) -> Network:
-    """A quimb ``TensorNetwork`` as a Network (output: its outer indices, sorted)."""
-    import numpy as np
+    """A quimb ``TensorNetwork`` (or ``Tensor``, or list of them) as a Network.
 
-    tensors = list(tn.tensors)
-    output = tuple(output_inds) if output_inds is not None else tuple(sorted(tn.outer_inds()))
-    size_dict = {}
-    for t in tensors:
-        size_dict.update(zip(t.inds, t.shape))
-    return Network(
-        [t.inds for t in tensors], output, size_dict, [np.asarray(t.data) for t in tensors]
-    )
+    The same conversion as :func:`qsimdist.quimb.contract` and the
+    :func:`qsimdist.quimb.use` hook (:func:`~qsimdist.frontends.quimb_network.prepare_quimb`):
+    the output is ``output_inds`` in the order given, or by default quimb's
+    (indices on exactly one tensor, in order of first appearance; a network
+    with hyper-indices needs ``output_inds``); a repeated index on one tensor
+    is its diagonal; the network's ``exponent`` (log10) is kept as
+    ``meta["exponent"]``, which :func:`qsimdist.contract` applies.
+    """
+    from .quimb_network import prepare_quimb
+
+    return prepare_quimb(tn, output_inds).network
 
 
 __all__ = [
