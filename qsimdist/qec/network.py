@@ -327,7 +327,9 @@ def build_network(model: ErrorModel, syndromes: np.ndarray | None = None,
         whose value ``[b, l]`` is the joint probability ``P(syndrome_b, l)``. Its
         ``meta["syndrome_tensors"]`` lists, per detector, the position of its
         syndrome tensor (or ``None`` for a detector no mechanism flips, whose
-        syndrome tensor is over ``batch`` alone).
+        syndrome tensor is over ``batch`` alone). A model without detectors
+        gets one tensor of ones over ``batch``, so that every shot has the
+        same (unconditioned) probabilities.
     """
     n_det, n_obs = model.num_detectors, model.num_observables
     if syndromes is None:
@@ -363,6 +365,9 @@ def build_network(model: ErrorModel, syndromes: np.ndarray | None = None,
         else:
             inputs.append((parity, BATCH))
             arrays.append(cols[d])
+    if n_det == 0:  # no syndrome tensor carries the batch index: every shot has one answer
+        inputs.append((BATCH,))
+        arrays.append(np.ones(batch))
     output = [BATCH]
     for k in reversed(range(n_obs)):
         name = f"L{k}"
