@@ -917,6 +917,7 @@ def amplitude(circuit, bitstring: str, **kwargs) -> complex:
 def contract(
     network,
     *,
+    output_inds=None,
     dtype: str = "complex64",
     memory_limit: str | int | None = None,
     backend: str = "numpy",
@@ -926,17 +927,48 @@ def contract(
 ):
     """Contract a tensor network (a :class:`Network`, cotengra JSON path, or quimb network).
 
+    A quimb ``TensorNetwork`` is converted by
+    :func:`~qsimdist.frontends.network_from_quimb`, as :func:`qsimdist.quimb.contract`
+    converts it: the result's axes follow ``output_inds`` (quimb networks
+    only) in the order given, by default quimb's output (indices on exactly
+    one tensor, in order of first appearance). The network's ``exponent``
+    (kept as ``meta["exponent"]``, log10; a :class:`Network` may carry one
+    too) multiplies the result by ``10**exponent``; the plan then runs with
+    its intermediates rescaled, so the value is right even where the
+    contraction without the exponent would overflow or underflow.
+
     ``gemm``: the executor's GEMM mode (see :func:`qsimdist.executors.local.execute`).
     """
+    from .frontends.quimb_network import EXPONENT_KEY, times_ten_to
+
     dtype = check_dtype(dtype)
     check_gemm(gemm, backend, dtype)
-    obj = load(network)
+    if output_inds is not None:
+        if not (type(network).__module__ or "").startswith("quimb"):
+            raise InvalidInputError(
+                "output_inds is for quimb networks; a Network or network file carries its own "
+                "output"
+            )
+        from .frontends import network_from_quimb
+
+        obj = network_from_quimb(network, output_inds)
+    else:
+        obj = load(network)
     if not isinstance(obj, Network):
         raise InvalidInputError("contract() takes a tensor network; for circuits use amplitudes()")
+    exponent = obj.meta.get(EXPONENT_KEY) or 0.0
+    real = (int, float, np.integer, np.floating)
+    if isinstance(exponent, bool) or not isinstance(exponent, real) or not math.isfinite(exponent):
+        raise InvalidInputError(
+            f"meta['{EXPONENT_KEY}'] is {shorten(exponent)}; it must be a finite number (log10)"
+        )
     p = plan(obj, memory_limit=memory_limit, dtype=dtype, simplify_sequence=simplify_sequence,
              path_options=path_options)
     check_plan_fits(p, memory_limit)
-    return p.execute(backend=backend, gemm=gemm)
+    if not exponent:
+        return p.execute(backend=backend, gemm=gemm)
+    mantissa, found = p.execute(backend=backend, gemm=gemm, strip_exponent=True)
+    return times_ten_to(mantissa, found + float(exponent))
 
 
 def _to_numpy(a):
