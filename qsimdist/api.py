@@ -780,22 +780,39 @@ def amplitudes(
     dtype = check_dtype(dtype)
     check_order(order)
     check_gemm(gemm, backend, dtype)
-    limit = _memory_limit(memory_limit)
     opts = _path_options(path_options, max_time, max_repeats)
-    run_options: dict = {"gemm": gemm}
+    common = dict(order=order, dtype=dtype, simplify_sequence=simplify_sequence, opts=opts,
+                  progress=progress, batch=batch, method=method)
     if executor == "mpi":
-        from .distributed import profile_for, world
-
-        comm = comm if comm is not None else world()
-        from .executors.mpi import RunStats
-
-        prof = profile_for(profile or "local-cpu", limit)
-        run_options = {"comm": comm, "memory_limit": limit, "gemm": gemm}
-        per_rank: dict = {}
-    elif executor != "local":
+        return distributed_amplitudes(circuit, bitstrings, memory_limit=memory_limit,
+                                      backend=backend, comm=comm, profile=profile, gemm=gemm,
+                                      **common)
+    if executor != "local":
         from .executors import get_executor
 
         get_executor(executor)  # unknown names raise with the valid list
+    limit = _memory_limit(memory_limit)
+    gc, bitstrings = _amplitude_inputs(circuit, bitstrings, dtype, order, memory_limit)
+    route = choose_route(gc, bitstrings, order=order, dtype=dtype,
+                         memory_limit=limit if limit is not None else "none", method=method)
+    if route.method == "statevector":
+        return _statevector_amplitudes(gc, bitstrings, order, dtype, route, progress)
+
+    def make(net: Network, chosen: bool) -> Plan:
+        p = _plan_batch(net, dtype, limit, opts, chosen=chosen)
+        # the bound fixed at the start: a default re-read mid-run would shrink with our arrays
+        check_plan_fits(p, limit if limit is not None else "none")
+        return p
+
+    def run(p: Plan):
+        return p.execute(backend=backend, gemm=gemm)
+
+    return _network_amplitudes(gc, bitstrings, route, limit, memory_limit, make, run, **common)
+
+
+def _amplitude_inputs(circuit, bitstrings, dtype: str, order: str,
+                      memory_limit) -> tuple[GateCircuit, list[str]]:
+    """The circuit and validated bitstrings; a pattern whose output cannot fit is refused."""
     bitstrings = _bitstring_list(bitstrings)
     if not bitstrings:
         raise BitstringError("no bitstrings given")
@@ -804,17 +821,21 @@ def amplitudes(
     for b in bitstrings:
         if "*" in b:
             _check_output(b.count("*"), dtype, memory_limit)
-    if method != "tensor-network" and executor == "local":
-        route = choose_route(gc, bitstrings, order=order, dtype=dtype,
-                             memory_limit=limit if limit is not None else "none", method=method)
-        if route.method == "statevector":
-            return _statevector_amplitudes(gc, bitstrings, order, dtype, route, progress)
-    else:
-        route = choose_route(gc, bitstrings, order=order, dtype=dtype,
-                             memory_limit=limit if limit is not None else "none", method=method,
-                             executor=executor)
-    gc_net = _fuse_for_network(gc)
+    return gc, bitstrings
 
+
+def _network_amplitudes(gc: GateCircuit, bitstrings: list[str], route: RouteChoice,
+                        limit: int | None, memory_limit, make: Callable[[Network, bool], Plan],
+                        run: Callable[[Plan], object], *, order: str, dtype: str,
+                        simplify_sequence: str, opts: PathOptions, progress, batch: bool,
+                        method: str) -> AmplitudeResult:
+    """The tensor-network route: one contraction per pattern or batch of bitstrings.
+
+    ``make(network, chosen)`` plans a contraction (``chosen``: a batch qsimdist
+    chose itself) and ``run(plan)`` executes it; contractions with the same
+    network structure reuse one plan.
+    """
+    gc_net = _fuse_for_network(gc)
     # work items: (pattern, [(slot in the result, offsets in its array or None for all)])
     fixed = [i for i, b in enumerate(bitstrings) if "*" not in b]
     work: list[tuple[str, list[int], list[int] | None]] = [
@@ -844,29 +865,11 @@ def amplitudes(
         if known is not None:
             p = dataclasses.replace(known, network=net, meta=dict(net.meta))
             totals["plans_reused"] += 1
-        elif executor == "mpi":
-            from .distributed import distribute, plan_on_root
-
-            def build(net=net):
-                one = make_plan(net, dtype=dtype, memory_limit=None, path_options=opts)
-                return distribute(one, prof, comm.Get_size())
-
-            p = plan_on_root(build, comm)
-            plans[key] = p
         else:
-            p = _plan_batch(net, dtype, limit, opts, chosen=offs is not None and "*" in pattern)
-            plans[key] = p
+            p = plans[key] = make(net, offs is not None and "*" in pattern)
             totals["path_cache_hits"] += int(p.stats.path_from_cache)
-        if executor != "mpi":
-            # the bound fixed at the start: a default re-read mid-run would shrink with our arrays
-            check_plan_fits(p, limit if limit is not None else "none")
         t1 = time.perf_counter()
-        if executor == "mpi":
-            run_options["stats"] = RunStats()
-        v = np.asarray(_to_numpy(p.execute(backend=backend, executor=executor,
-                                           **run_options))).reshape(-1)
-        if executor == "mpi":
-            _merge_rank_stats(per_rank, comm.allgather(run_options["stats"].to_dict()), p)
+        v = np.asarray(_to_numpy(run(p))).reshape(-1)
         t2 = time.perf_counter()
         if offs is None:
             values[slots[0]] = v
@@ -883,9 +886,72 @@ def amplitudes(
             progress("amplitudes", done, len(work))
     for k, i in enumerate(fixed):
         values[i] = picked[k:k + 1]
-    if executor == "mpi":
-        totals["ranks"] = [per_rank[r] for r in sorted(per_rank)]
     return AmplitudeResult(bitstrings, values, gc.n_qubits, dtype, order, totals)
+
+
+def distributed_amplitudes(circuit, bitstrings, *, memory_limit=None, backend: str = "numpy",
+                           comm=None, profile=None, gemm: str = "complex", order: str = "qiskit",
+                           dtype: str = "complex64", simplify_sequence: str = DEFAULT_SEQUENCE,
+                           opts: PathOptions | None = None, progress=None, batch: bool = True,
+                           method: str = "auto") -> AmplitudeResult:
+    """:func:`amplitudes` on every rank of ``comm``; rank 0 leads, the others follow.
+
+    Only rank 0 reads ``circuit`` and ``bitstrings`` (the other ranks may pass
+    ``None``); ``bitstrings`` may also be a callable ``f(n_qubits) -> list`` run
+    on rank 0. Rank 0 validates, routes and plans; each contraction's plan
+    (with its distributed schedule for the ranks of ``comm`` on ``profile``,
+    default ``"local-cpu"``) is sent to every rank and executed together.
+    Where the statevector route fits one rank's memory limit and is predicted
+    faster, rank 0 takes it alone. ``memory_limit`` is per rank (default: the
+    host's available memory shared by its ranks, see
+    :func:`qsimdist.distributed.rank_memory_limit`). Every rank returns the
+    result; ``stats["ranks"]`` holds each rank's measured bytes and memory.
+    """
+    from .distributed import Coordinator, distribute, profile_for, rank_memory_limit, world
+    from .executors.mpi import RunStats, fault_point
+
+    comm = comm if comm is not None else world()
+    opts = opts if opts is not None else PathOptions()
+    fault_point("start", comm)
+    mine = rank_memory_limit(memory_limit, comm)
+    known = [lim for lim in comm.allgather(mine) if lim is not None]
+    limit = min(known) if known else None  # rank 0 plans for the tightest rank
+    per_rank: dict = {}
+
+    def run(p: Plan):
+        stats = RunStats()
+        value = p.execute(backend=backend, executor="mpi", comm=comm, memory_limit=mine,
+                          stats=stats, gemm=gemm)
+        _merge_rank_stats(per_rank, comm.allgather(stats.to_dict()), p)
+        return value
+
+    coordinator = Coordinator(comm, run)
+    if comm.Get_rank() != 0:
+        return coordinator.follow()
+
+    def body(execute) -> AmplitudeResult:
+        prof = profile_for(profile or "local-cpu", limit)
+        gc = _circuit(circuit)
+        bits = bitstrings(gc.n_qubits) if callable(bitstrings) else bitstrings
+        gc, bits = _amplitude_inputs(gc, bits, dtype, order, limit)
+        route = choose_route(gc, bits, order=order, dtype=dtype,
+                             memory_limit=limit if limit is not None else "none", method=method)
+        if route.method == "statevector":
+            res = _statevector_amplitudes(gc, bits, order, dtype, route, progress)
+            res.stats["route"]["reason"] += " (rank 0 alone)"
+            return res
+
+        def make(net: Network, chosen: bool) -> Plan:
+            one = make_plan(net, dtype=dtype, memory_limit=None, path_options=opts)
+            return distribute(one, prof, comm.Get_size())
+
+        res = _network_amplitudes(gc, bits, route, limit, limit, make, execute, order=order,
+                                  dtype=dtype, simplify_sequence=simplify_sequence, opts=opts,
+                                  progress=progress, batch=batch, method=method)
+        res.stats["ranks"] = [per_rank[r] for r in sorted(per_rank)]
+        return res
+
+    return coordinator.lead(body)
 
 
 def _merge_rank_stats(per_rank: dict, gathered: list[dict], plan: Plan) -> None:
@@ -894,10 +960,15 @@ def _merge_rank_stats(per_rank: dict, gathered: list[dict], plan: Plan) -> None:
     for st in gathered:
         row = per_rank.setdefault(st["rank"], {
             "rank": st["rank"], "measured_peak_bytes": 0, "predicted_peak_bytes": 0,
+            "guarded_bytes": 0, "array_peak_bytes": 0, "rss_growth_bytes": 0,
+            "traced_peak_bytes": -1, "rss_before_bytes": 0,
             "sent_bytes": 0, "recv_bytes": 0, "redistributions": 0, "seconds": 0.0})
         row["measured_peak_bytes"] = max(row["measured_peak_bytes"], st["peak_bytes"])
         row["predicted_peak_bytes"] = max(row["predicted_peak_bytes"],
                                           sched.predicted.peak_bytes_per_device if sched else 0)
+        for key in ("guarded_bytes", "array_peak_bytes", "rss_growth_bytes",
+                    "traced_peak_bytes", "rss_before_bytes"):
+            row[key] = max(row[key], st.get(key, -1))
         for key in ("sent_bytes", "recv_bytes", "redistributions", "seconds"):
             row[key] += st[key]
 

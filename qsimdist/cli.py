@@ -86,6 +86,16 @@ def _progress(label: str):
 _BLOCK = 1 << 12
 
 
+def _output_fault(out=None) -> None:
+    """Under mpiexec, the fault injected ``at=output`` (after the first block is written)."""
+    if "mpi4py.MPI" in sys.modules and os.environ.get("QSIMDIST_FAULT_INJECT"):
+        from .executors.mpi import fault_point
+
+        if out is not None:
+            out.flush()
+        fault_point("output", sys.modules["mpi4py.MPI"].COMM_WORLD)
+
+
 def _write_amplitudes(chunks, header: dict, stats: dict, as_json: bool, with_p: bool) -> None:
     """Stream (bitstrings, amplitudes) blocks to stdout as text lines or one JSON object.
 
@@ -108,6 +118,8 @@ def _write_amplitudes(chunks, header: dict, stats: dict, as_json: bool, with_p: 
                                  for b, r, i in zip(labels, re_, im_))
             if body:
                 out.write(body if first else ", " + body)
+                if first:
+                    _output_fault(out)
                 first = False
         out.write('], "stats": ' + json.dumps(stats) + "}\n")
         out.flush()
@@ -121,6 +133,7 @@ def _write_amplitudes(chunks, header: dict, stats: dict, as_json: bool, with_p: 
             lines = [f"{b}  {r:+.8e} {i:+.8e}j" for b, r, i in zip(labels, re_, im_)]
         if lines:
             out.write("\n".join(lines) + "\n")
+            _output_fault(out)
     out.flush()
 
 
@@ -173,27 +186,24 @@ def amplitude(
     Under 'mpiexec -n P' the plan is made once on rank 0 for P ranks and run
     distributed; rank 0 prints the result.
     """
-    from .api import _circuit, amplitudes
+    from .api import _circuit, _path_options, amplitudes, distributed_amplitudes
 
-    executor = "mpi" if _under_mpi() else "local"
-    gc = _circuit(circuit)
-    bits = _read_bitstrings(bitstrings or [], bitstrings_file) or ["0" * gc.n_qubits]
+    options = dict(order=order, dtype=dtype, memory_limit=memory_limit, backend=backend,
+                   gemm=gemm)
     with _progress("contracting") as progress:
-        res = amplitudes(
-            gc,
-            bits,
-            order=order,
-            dtype=dtype,
-            memory_limit=memory_limit,
-            backend=backend,
-            max_time=max_time,
-            max_repeats=max_repeats,
-            progress=progress,
-            executor=executor,
-            profile=profile,
-            gemm=gemm,
-        )
+        if _under_mpi():
+            # rank 0 alone reads the circuit and the bitstrings, routes and plans
+            opts = _path_options(None, max_time, max_repeats)
+            res = distributed_amplitudes(
+                circuit, lambda n: _read_bitstrings(bitstrings or [], bitstrings_file)
+                or ["0" * n], profile=profile, opts=opts, progress=progress, **options)
+        else:
+            gc = _circuit(circuit)
+            bits = _read_bitstrings(bitstrings or [], bitstrings_file) or ["0" * gc.n_qubits]
+            res = amplitudes(gc, bits, max_time=max_time, max_repeats=max_repeats,
+                             progress=progress, profile=profile, **options)
     if _rank() != 0:
+        _output_fault()
         return
     header = {"n_qubits": res.n_qubits, "dtype": res.dtype, "order": res.order}
     _write_amplitudes(res.chunks(_BLOCK), header, res.stats, as_json, with_p=True)
@@ -559,12 +569,66 @@ def _rank() -> int:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    """Entry point: runs the CLI, turning qsimdist errors into one line and exit code 2."""
+    """Entry point: runs the CLI, turning qsimdist errors into one line and exit code 2.
+
+    Under mpiexec with several ranks, SIGINT and SIGTERM abort every rank, an
+    error every rank agreed on exits them all with code 2 (rank 0 prints it),
+    and any other failure on one rank prints that rank's error and aborts the
+    job; a command that succeeds ends with every rank on one barrier.
+    """
+    if _under_mpi():
+        from .distributed import abort_on_signals
+
+        abort_on_signals()
+    _agreed.clear()
+    try:
+        rv = _main(argv)
+    except BaseException as exc:  # escaped every handler: under MPI, every rank must end
+        world = _mpi_world()
+        if world is not None:
+            from .distributed import fail_rank
+
+            fail_rank(world, exc)
+        raise
+    world = _mpi_world()
+    if world is not None:
+        from .distributed import barrier_sleeping, fail_rank
+
+        if rv not in (0, None) and not _agreed:  # this rank alone failed (file error, ^C)
+            fail_rank(world, SystemExit(rv), code=rv)
+        try:
+            barrier_sleeping(world)  # every rank ends together
+        except BaseException as exc:  # an interrupt while waiting for the other ranks
+            fail_rank(world, exc)
+    return rv
+
+
+def _mpi_world():
+    """``MPI.COMM_WORLD`` when MPI runs with several ranks, else None."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
+        return None
+    world = mpi.COMM_WORLD
+    return world if world.Get_size() > 1 else None
+
+
+#: set when the command's error was raised alike on every rank (so no rank aborts)
+_agreed: dict = {}
+
+
+def _main(argv: Optional[list[str]] = None) -> int:
     try:
         # typer turns Ctrl-C into exit code 130 and returns every typer.Exit's code
         # (standalone_mode=False); a command that finishes returns None
         rv = app(args=argv, standalone_mode=False)
     except QsimdistError as exc:
+        world = _mpi_world()
+        if world is not None:
+            from .distributed import fail_rank, is_collective
+
+            if not is_collective(exc):  # one rank's error: every rank must end
+                fail_rank(world, exc)
+            _agreed["error"] = str(exc)
         if _rank() == 0:  # under mpiexec every rank raises the same error; one prints it
             typer.echo(f"qsimdist: error: {exc}", err=True)
         return 2

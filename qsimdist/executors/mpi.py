@@ -30,7 +30,6 @@ import hashlib
 import json
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -43,7 +42,10 @@ from ..planner.distribution.bits import local_shape, local_sizes
 from ..planner.distribution.bits import shard_slices as _shard_slices
 from ..planner.lifetime import gemm_step
 from ..planner.plan import Plan
-from . import launched_under_mpi  # noqa: F401  (re-exported: older callers import it from here)
+from . import (
+    kernels,
+    launched_under_mpi,  # noqa: F401  (re-exported: older callers import it from here)
+)
 from .local import (
     BufferPool,
     accumulate,
@@ -55,6 +57,8 @@ from .local import (
 )
 
 FAULT_ENV = "QSIMDIST_FAULT_INJECT"
+#: ``1``: trace each run's allocations with tracemalloc (``RunStats.traced_peak_bytes``)
+TRACE_ENV = "QSIMDIST_TRACE_MEMORY"
 
 
 @lru_cache(maxsize=65536)
@@ -85,6 +89,11 @@ class RunStats:
     step_sent: list[int] = field(default_factory=list)  # bytes sent per step, one slice
     step_recv: list[int] = field(default_factory=list)
     step_peak: list[int] = field(default_factory=list)  # bytes held by this rank during each step
+    array_peak_bytes: int = 0  # peak_bytes plus the buffer pool's free buffers at that step
+    guarded_bytes: int = 0  # the per-rank peak the memory guard checked (schedule + workspace)
+    rss_before_bytes: int = 0  # resident memory when the run started
+    rss_growth_bytes: int = 0  # resident high-water mark less rss_before (an upper bound)
+    traced_peak_bytes: int = -1  # under tracemalloc: peak traced bytes the run added (-1: off)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -96,16 +105,75 @@ def plan_hash(plan: Plan) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def parse_fault(value: str | None) -> tuple[int, int] | None:
-    """``"rank=R,step=S"`` -> (R, S); ``None`` when unset."""
+#: where a fault can be injected besides a step: ``start`` (before planning), ``broadcast``
+#: (sending or receiving a plan), ``collective`` (inside the first collective of a run),
+#: ``output`` (while rank 0 writes the result; the other ranks at the same point)
+FAULT_POINTS = ("start", "broadcast", "collective", "output")
+
+
+def parse_fault(value: str | None) -> tuple[int, int | str] | None:
+    """``"rank=R,step=S"`` -> (R, S); ``"rank=R,at=POINT"`` -> (R, POINT); ``None`` when unset."""
     if not value:
         return None
     try:
         fields = dict(part.split("=", 1) for part in value.split(","))
-        return int(fields["rank"]), int(fields["step"])
+        rank = int(fields["rank"])
+        if "step" in fields and "at" not in fields:
+            where: int | str = int(fields["step"])
+        elif fields.get("at") in FAULT_POINTS and "step" not in fields:
+            where = fields["at"]
+        else:
+            raise KeyError("at")
+        if set(fields) - {"rank", "step", "at"} or rank < 0:
+            raise ValueError(value)
     except (ValueError, KeyError):
         raise InvalidInputError(
-            f"{FAULT_ENV}={value!r} is not of the form 'rank=R,step=S'") from None
+            f"{FAULT_ENV}={value!r} is not of the form 'rank=R,step=S' or 'rank=R,at=POINT' "
+            f"(POINT: {', '.join(FAULT_POINTS)})") from None
+    return rank, where
+
+
+def check_fault(fault, nranks: int):
+    """``fault`` when it names an existing rank; a fault for rank >= P is refused."""
+    if fault is not None and fault[0] >= nranks:
+        raise InvalidInputError(f"{FAULT_ENV} names rank {fault[0]}, but only ranks 0-"
+                                f"{nranks - 1} are running")
+    return fault
+
+
+def fault_point(point: str, comm) -> None:
+    """Raise the injected fault when ``$QSIMDIST_FAULT_INJECT`` names this rank and ``point``."""
+    value = os.environ.get(FAULT_ENV)
+    if not value:
+        return
+    fault = check_fault(parse_fault(value), comm.Get_size())
+    if fault == (comm.Get_rank(), point):
+        raise ExecutionError(f"fault injected at {point} ({FAULT_ENV})")
+
+
+def ranks_on_host(comm) -> int:
+    """How many ranks of ``comm`` share this rank's host (its shared-memory group)."""
+    MPI = _mpi()
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return local.Get_size()
+    finally:
+        local.Free()
+
+
+def default_rank_limit(comm) -> int | None:
+    """The default per-rank memory limit: the host's default divided by its ranks.
+
+    ``config.default_memory_limit`` (80% of the memory available now) shared by
+    the ranks on this host; ``$QSIMDIST_MEMORY_LIMIT`` is taken as a per-rank
+    limit as it stands.
+    """
+    from ..config import default_memory_limit
+
+    whole = default_memory_limit()
+    if whole is None or os.environ.get("QSIMDIST_MEMORY_LIMIT"):
+        return whole
+    return whole // max(1, ranks_on_host(comm))
 
 
 def _mpi():
@@ -131,24 +199,73 @@ def check_same_plan(comm, plan: Plan) -> str:
     return digest
 
 
-def check_memory(comm, plan: Plan, limit: int | None) -> None:
-    """Refuse on every rank when the schedule's per-rank peak exceeds some rank's limit."""
-    need = plan.schedule.predicted.peak_bytes_per_device
-    mine = plan.schedule.usable_memory if limit is None else int(limit)
+def backend_workspace(step, xp, compiled: bool, itemsize: int) -> int:
+    """Bytes ``local.run_step`` allocates for ``step`` beyond what the plan counts.
+
+    The plan counts a step's workspace as the numpy executor with its compiled
+    loop kernel runs it. Where the loop kernel does not run (CuPy, or numpy
+    without numba) a loop step goes through ``matmul`` and, when both operands
+    broadcast, materialises the smaller one over the outer axes: those bytes.
+    """
+    if not step.loop or step.expand or (xp is np and compiled):
+        return 0
+    x_b = any(d == 1 < o for d, o in zip(step.x_view[:-2], step.out_view[:-2]))
+    y_b = any(d == 1 < o for d, o in zip(step.y_view[:-2], step.out_view[:-2]))
+    if not (x_b and y_b):
+        return 0
+    side = step.x_view if step.m <= step.n else step.y_view
+    return math.prod(step.out_view[:-2]) * math.prod(side[-2:]) * itemsize
+
+
+def guarded_peak(plan: Plan, xp, compiled: bool) -> int:
+    """The per-rank peak the guard checks: the schedule's, plus the workspace of the
+    backend that actually runs each step (:func:`backend_workspace`)."""
+    sched = plan.schedule
+    size = plan.network.size_dict
+    dtype = np.dtype(plan.dtype)
+    peak = sched.predicted.peak_bytes_per_device
+    for s, rec in zip(plan.steps, sched.steps):
+        cb = tuple(rec.compute_bits)
+        local = gemm_step(s.lhs, s.rhs, s.out, s.lhs_modes, s.rhs_modes, s.out_modes,
+                          local_sizes(size, cb), dtype.itemsize)
+        extra = backend_workspace(local, xp, compiled, dtype.itemsize)
+        if extra:
+            peak = max(peak, rec.live_bytes + extra)
+    return peak
+
+
+def check_memory(comm, plan: Plan, limit: int | None, xp=np) -> tuple[int, bool]:
+    """The guarded per-rank peak and whether loop steps run compiled; refused on every rank
+    when the peak exceeds some rank's limit.
+
+    ``limit``: this rank's limit (``None``: the host's default share,
+    :func:`default_rank_limit`). The peak is the schedule's plus the workspace
+    of the kernels that run (:func:`guarded_peak`). A tiny plan runs its loop
+    steps through ``matmul`` (compiling the loop kernel costs more than the
+    plan); where that workspace would not fit, numpy runs them compiled.
+    """
+    mine = default_rank_limit(comm) if limit is None else int(limit)
     limits = comm.allgather(mine)
-    over = [(r, lim) for r, lim in enumerate(limits) if need > lim]
+    bound = min((lim for lim in limits if lim is not None), default=None)
+    compiled = xp is np and kernels.worthwhile(plan.stats.flops)
+    need = guarded_peak(plan, xp, compiled)
+    if bound is not None and need > bound and xp is np and not compiled \
+            and kernels.available():
+        compiled, need = True, guarded_peak(plan, xp, True)
+    over = [(r, lim) for r, lim in enumerate(limits) if lim is not None and need > lim]
     if over:
         r, lim = over[0]
         raise PlanError(f"rank {r}: the schedule needs {format_bytes(need)} per rank (predicted "
                         f"peak), over its memory limit {format_bytes(lim)}; plan for that limit "
                         "(--memory-limit) or use more ranks")
+    return need, compiled
 
 
 class _GroupRunner:
     """One rank's work inside its group for one slice."""
 
     def __init__(self, plan: Plan, group, xp, pool: BufferPool, stats: RunStats, fault,
-                 gemm: str = "complex") -> None:
+                 gemm: str = "complex", compiled: bool | None = None) -> None:
         self.plan, self.group, self.xp, self.pool, self.stats = plan, group, xp, pool, stats
         self.gemm = gemm
         self.sched = plan.schedule
@@ -160,6 +277,7 @@ class _GroupRunner:
         for s in plan.steps:
             self.modes[s.out] = s.out_modes
         self.fault = fault
+        self.compiled = compiled
         self.global_rank = stats.rank
         self.local_steps = {}
 
@@ -194,6 +312,11 @@ class _GroupRunner:
         return self.local_steps[key]
 
     # -------------------------------------------------------- collectives
+    def fault_in_collective(self) -> None:
+        """The injected ``at=collective`` fault: raised as this rank's peers enter the call."""
+        if self.fault == (self.global_rank, "collective"):
+            raise ExecutionError(f"fault injected inside a collective ({FAULT_ENV})")
+
     def _host_buffer(self, n_items: int) -> np.ndarray:
         """A flat host buffer of ``n_items`` elements (from the pool when running on numpy)."""
         return self.pool.get((n_items,)) if self.xp is np else np.empty(n_items, self.dtype)
@@ -242,6 +365,7 @@ class _GroupRunner:
             shape = tuple(s.stop - s.start for s in blk)
             sendbuf[sdispl[p]:sdispl[p] + scount[p]].reshape(shape)[...] = xh[blk]
         item = self.dtype.itemsize
+        self.fault_in_collective()
         self.group.Alltoallv(
             [sendbuf.view(np.uint8), ([c * item for c in scount], [c * item for c in sdispl]),
              MPI.BYTE],
@@ -260,6 +384,7 @@ class _GroupRunner:
 
         xh = self.host(x)
         recv = self._host_buffer(self.d * xh.size)
+        self.fault_in_collective()
         self.group.Allgather([xh.reshape(-1).view(np.uint8), MPI.BYTE],
                              [recv.view(np.uint8), MPI.BYTE])
         recv = recv.reshape((self.d,) + xh.shape)
@@ -278,6 +403,7 @@ class _GroupRunner:
             self.full_shape(node))
         whole[...] = 0
         whole[shard_slices(self.modes[node], self.size, bits, self.r)] = self.host(part)
+        self.fault_in_collective()
         self.group.Allreduce(MPI.IN_PLACE, whole.reshape(-1))  # a flat view: 0-d buffers fail
         nbytes = whole.nbytes
         wire = int(2 * nbytes * (self.d - 1) / self.d)  # a ring's volume (MPI picks its own)
@@ -328,7 +454,7 @@ class _GroupRunner:
                     step_bytes += arr.nbytes
                 local.append(arr)
             out = run_step(self.local_step(j, cb), local[0], local[1], xp, self.pool,
-                           gemm=self.gemm)
+                           self.compiled, gemm=self.gemm)
             out = out.reshape(self.out_shape(j, cb))
             step_bytes += out.nbytes
             if rec.post is not None:
@@ -343,6 +469,9 @@ class _GroupRunner:
                     self.pool.put(a)
             measured = others + step_bytes
             self.stats.peak_bytes = max(self.stats.peak_bytes, measured)
+            # with the pool's free buffers: every array this rank's run holds
+            self.stats.array_peak_bytes = max(self.stats.array_peak_bytes,
+                                              measured + self.pool.held)
             held[s.out] = (out, tuple(rec.out_bits))
             held_bytes += out.nbytes
             if first_slice:
@@ -397,10 +526,17 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
             gemm: str = "complex"):
     """Run ``plan.schedule`` on the ranks of ``comm`` (default ``MPI.COMM_WORLD``).
 
-    Returns the whole result on every rank. ``stats`` (a :class:`RunStats`)
-    is filled with this rank's measured bytes, times and peak memory.
-    Without a schedule, a single rank runs the local executor. ``gemm``: the
-    local steps' GEMM mode, as for :func:`qsimdist.executors.local.execute`.
+    Returns the whole result on every rank, in the local executor's shape.
+    ``stats`` (a :class:`RunStats`) is filled with this rank's measured bytes,
+    times and memory. Without a schedule, a single rank runs the local executor.
+    ``gemm``: the local steps' GEMM mode, as for
+    :func:`qsimdist.executors.local.execute`. ``memory_limit``: this rank's
+    limit (default: the host's available memory shared by its ranks).
+
+    Every check runs inside the abort scope: a failure on one rank (any
+    exception, an interrupt included) prints ``qsimdist: error: rank R: ...``
+    and aborts the communicator. Checks that every rank makes together (same
+    plan, memory) raise the same error on every rank instead.
     """
     if plan.network.arrays is None:
         raise InvalidInputError("this plan's network has no arrays; nothing to contract")
@@ -420,51 +556,91 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
     if sched.devices != nranks:
         raise PlanError(f"the schedule is for {sched.devices} ranks but {nranks} are running; "
                         f"launch with mpiexec -n {sched.devices}")
-    check_same_plan(comm, plan)
-    check_memory(comm, plan, memory_limit)
-    fault = parse_fault(os.environ.get(FAULT_ENV))
-    xp = array_module(backend)
-    check_gemm_mode(gemm, xp, plan.dtype)
-    if backend == "cupy":
-        _select_device(xp, comm)
+    from ..distributed import fail_rank, is_collective, mark_collective
+
+    try:
+        fault = check_fault(parse_fault(os.environ.get(FAULT_ENV)), nranks)
+        xp = array_module(backend)
+        check_gemm_mode(gemm, xp, plan.dtype)
+        try:
+            check_same_plan(comm, plan)
+            need, compiled = check_memory(comm, plan, memory_limit, xp)
+        except QsimdistError as exc:  # raised alike on every rank
+            raise mark_collective(exc) from None
+        if backend == "cupy":
+            _select_device(xp, comm)
+        return _run(plan, comm, xp, stats, fault, gemm, compiled, need, progress, MPI)
+    except BaseException as exc:  # noqa: BLE001 - any failure must end every rank
+        if is_collective(exc):
+            raise
+        fail_rank(comm, exc)
+
+
+def _resident_bytes() -> int:
+    """This process's resident memory now (Linux ``/proc/self/statm``; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _max_resident_bytes() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool, need: int,
+         progress, MPI):
+    import tracemalloc
+
+    sched = plan.schedule
+    rank = comm.Get_rank()
     g, r = divmod(rank, sched.group_size)
     group = comm.Split(g, r)
     across = comm.Split(r, g)
     dtype = np.dtype(plan.dtype)
-    pool = BufferPool(xp, dtype, limit=sched.predicted.peak_bytes_per_device)
-    runner = _GroupRunner(plan, group, xp, pool, stats, fault, gemm)
+    # the pool's lent and free buffers together stay within the guarded peak
+    pool = BufferPool(xp, dtype, limit=need, cap=need)
+    runner = _GroupRunner(plan, group, xp, pool, stats, fault, gemm, compiled)
     out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)
+    stats.guarded_bytes = need
+    stats.rss_before_bytes = _resident_bytes()
+    started = os.environ.get(TRACE_ENV) == "1" and not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    tracing = tracemalloc.is_tracing()
+    if tracing:
+        traced_before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
     t0 = time.perf_counter()
     result = None
     with gemm_context(gemm, xp):  # TF32 for this run only
-        try:
-            mine = sched.slices_of_group(g)
-            for done, s in enumerate(mine, start=1):
-                root = runner.run(slice_assignment(plan, s), first_slice=done == 1)
-                result = accumulate(result, root.reshape(out_shape), pool)
-                stats.slices += 1
-                if progress is not None and rank == 0:
-                    progress(done, len(mine))
-            if result is None:
-                result = xp.zeros(out_shape, dtype)
-            host = runner.host(result)
-            across.Allreduce(MPI.IN_PLACE, host.reshape(-1))
-            result = runner.device(host)
-        except QsimdistError as exc:
-            abort(comm, f"rank {rank}: {exc}")
-        except Exception as exc:  # noqa: BLE001 - any failure must end every rank
-            abort(comm, f"rank {rank}: {type(exc).__name__}: {exc}")
+        mine = sched.slices_of_group(g)
+        for done, s in enumerate(mine, start=1):
+            root = runner.run(slice_assignment(plan, s), first_slice=done == 1)
+            result = accumulate(result, root.reshape(out_shape), pool)
+            stats.slices += 1
+            if progress is not None and rank == 0:
+                progress(done, len(mine))
+        if result is None:
+            result = xp.zeros(out_shape, dtype)
+        host = runner.host(result)
+        runner.fault_in_collective()
+        across.Allreduce(MPI.IN_PLACE, host.reshape(-1))  # a flat view: 0-d buffers fail
+        result = runner.device(host)
     stats.seconds = time.perf_counter() - t0
+    # an upper bound on what the run added to the process: its resident high-water
+    # mark (which may predate the run) less what was resident when it started
+    stats.rss_growth_bytes = max(0, _max_resident_bytes() - stats.rss_before_bytes)
+    if tracing:
+        stats.traced_peak_bytes = tracemalloc.get_traced_memory()[1] - traced_before
+    if started:
+        tracemalloc.stop()
     group.Free()
     across.Free()
     return result
-
-
-def abort(comm, message: str) -> None:
-    """Print one line naming the rank and end every rank of ``comm`` (no rank hangs)."""
-    sys.stderr.write(f"qsimdist: error: {message}\n")
-    sys.stderr.flush()
-    comm.Abort(1)
 
 
 def _select_device(cupy, comm) -> None:

@@ -1,0 +1,209 @@
+"""The CLI under ``mpiexec``, case by case, against one process at the same per-rank limit.
+
+A case is (circuit, bitstrings, limit, ranks). Each runs
+``mpiexec -n P qsimdist amplitude CIRCUIT BITS... --profile local-cpu
+[--memory-limit L] --json`` and ``qsimdist amplitude CIRCUIT BITS...
+[--memory-limit L] --json`` in one process, and compares amplitudes
+(rtol 1e-5, complex64), wall times and each rank's memory:
+
+* ``guarded_bytes``: the per-rank peak the memory guard checked;
+* ``array_peak_bytes``: arrays the run held, with the buffer pool's free buffers;
+* ``traced_peak_bytes``: what tracemalloc saw the run add (``QSIMDIST_TRACE_MEMORY=1``);
+* ``rss_growth_bytes``: resident high-water mark less the resident size at the
+  run's start (an upper bound on what the run added).
+
+Limits: ``none`` (the default: the host's available memory shared by the
+ranks), ``ample`` (1 GiB per rank) and ``forcing`` (a per-rank limit under
+which the distributed schedule redistributes: the largest of the unsliced
+plan's peak / 2^k, k = 1..10, whose dp schedule for P ranks has an all-to-all;
+the halving continues while the statevector route would still fit).
+
+Run the whole matrix (writes JSON lines to stdout, a summary to stderr)::
+
+    python tests/mpi_matrix.py [--ranks 2 4] [--circuits NAME ...] > matrix.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DATA = ROOT.parent / "shared" / "data"
+N30 = DATA / "circuits" / "circuit_n30_m14_s0_e0_pEFGH.qsim"
+QSIMDIST = shutil.which("qsimdist") or "qsimdist"
+
+#: every bundled circuit, once each (the .qasm3 and .qsim twins hold the same circuits)
+BUNDLED = ["ghz_n5.qasm", "ghz_n12.qasm", "qft_n6.qasm", "qft_n10.qasm", "rqc_3x4_m8.qasm",
+           "rqc_3x4_m12.qasm", "rqc_4x5_m12.qasm", "lattice/tfim_hex_4x3_t2.qasm",
+           "lattice/tfim_hex_4x4_t3.qasm", "lattice/tfim_rect_3x3_t2.qasm",
+           "lattice/tfim_rect_4x4_t3.qasm", "lattice/tfim_tri_3x3_t2.qasm",
+           "lattice/tfim_tri_4x4_t3.qasm"]
+KINDS = ("one", "two", "stars")
+LIMITS = ("none", "ample", "forcing")
+AMPLE = "1GiB"
+RTOL = 1e-5
+
+
+def circuit_path(name: str) -> Path:
+    return N30 if name == "n30" else ROOT / "circuits" / name
+
+
+def circuit_args(name: str) -> list[str]:
+    return [str(circuit_path(name))] + (["--order", "natural"] if name == "n30" else [])
+
+
+def n_qubits(name: str) -> int:
+    import qsimdist
+    from qsimdist.api import _circuit
+
+    del qsimdist
+    return _circuit(str(circuit_path(name))).n_qubits
+
+
+def bitstrings(name: str, kind: str) -> list[str]:
+    """Seeded inputs: one bitstring, two that differ in 3 characters, a pattern with 3 ``*``."""
+    n = n_qubits(name)
+    rng = random.Random(f"{name}:{kind}")
+    first = "".join(rng.choice("01") for _ in range(n))
+    if kind == "one":
+        return [first]
+    where = rng.sample(range(n), min(3, n))
+    if kind == "two":
+        second = list(first)
+        for j in where:
+            second[j] = "1" if first[j] == "0" else "0"
+        return [first, "".join(second)]
+    pattern = list(first)
+    for j in where:
+        pattern[j] = "*"
+    return ["".join(pattern)]
+
+
+def forcing_limit(name: str, bits: list[str], ranks: int) -> tuple[int | None, bool]:
+    """``(limit, redistributes)``: the largest per-rank limit (unsliced plan peak / 2^k)
+    whose dp schedule for ``ranks`` redistributes; where none does (small circuits,
+    whose dp schedules slice instead), the tightest limit that still plans."""
+    import qsimdist
+    from qsimdist.api import _circuit, choose_route, covering_pattern
+    from qsimdist.distributed import distribute, profile_for
+    from qsimdist.errors import QsimdistError
+
+    order = "natural" if name == "n30" else "qiskit"
+    gc = _circuit(str(circuit_path(name)))
+    pattern = covering_pattern(bits)
+    base = qsimdist.plan(gc, bitstrings=pattern, order=order, memory_limit="none")
+    peak = base.stats.peak_bytes
+    tightest = None
+    for k in range(1, 11):
+        limit = max(peak >> k, 1024)
+        route = choose_route(gc, bits, order=order, memory_limit=limit)
+        if route.method == "statevector":
+            continue
+        try:
+            sched = distribute(base, profile_for("local-cpu", limit), ranks).schedule
+        except QsimdistError:
+            break
+        if sched.predicted.n_redistributions > 0:
+            return limit, True
+        tightest = limit
+    return tightest, False
+
+
+def run_cli(ranks: int, args: list[str], env: dict | None = None, timeout: float = 900):
+    cmd = ([QSIMDIST] if ranks == 1 else ["mpiexec", "-n", str(ranks), QSIMDIST]) + args
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env=dict(os.environ, **(env or {})))
+    return proc, time.monotonic() - t0
+
+
+def parse(proc) -> tuple[np.ndarray, dict]:
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or len(lines) != 1:
+        raise AssertionError(f"exit {proc.returncode}; stdout {proc.stdout[-500:]!r}; "
+                             f"stderr {proc.stderr[-1500:]!r}")
+    data = json.loads(lines[0])
+    amps = np.array([a["re"] + 1j * a["im"] for a in data["amplitudes"]])
+    return amps, data["stats"]
+
+
+def run_case(name: str, kind: str, limit_kind: str, ranks: int) -> dict:
+    """One case of the matrix; returns its record (``ok`` False with a reason on failure)."""
+    bits = bitstrings(name, kind)
+    rec: dict = {"circuit": name, "bitstrings": kind, "limit": limit_kind, "ranks": ranks}
+    limit = None
+    if limit_kind == "ample":
+        limit = AMPLE
+    elif limit_kind == "forcing":
+        limit, rec["forces_redistribution"] = forcing_limit(name, bits, ranks)
+        if limit is None:
+            rec.update(ok=False, reason="no per-rank limit below the statevector's plans")
+            return rec
+        limit = str(limit)
+    args = ["amplitude", *circuit_args(name), *bits, "--json"]
+    args += ["--memory-limit", limit] if limit is not None else []
+    rec["memory_limit"] = limit
+    one, t_one = run_cli(1, args)
+    many, t_many = run_cli(ranks, [*args, "--profile", "local-cpu"],
+                           env={"QSIMDIST_TRACE_MEMORY": "1"})
+    rec.update(seconds_one=round(t_one, 2), seconds_mpi=round(t_many, 2),
+               time_ratio=round(t_many / t_one, 2))
+    try:
+        a1, s1 = parse(one)
+        a2, s2 = parse(many)
+    except AssertionError as exc:
+        rec.update(ok=False, reason=str(exc))
+        return rec
+    err = float(np.linalg.norm(a1 - a2) / max(np.linalg.norm(a1), 1e-300))
+    rec.update(rel_err=err, shape_one=list(a1.shape), shape_mpi=list(a2.shape),
+               method_one=s1.get("method"), method_mpi=s2.get("method"))
+    ranks_stats = s2.get("ranks", [])
+    rec["redistributions"] = sum(r["redistributions"] for r in ranks_stats)
+    rec["memory"] = [{k: r[k] for k in ("rank", "guarded_bytes", "predicted_peak_bytes",
+                                         "measured_peak_bytes", "array_peak_bytes",
+                                         "traced_peak_bytes", "rss_growth_bytes")}
+                     for r in ranks_stats]
+    rec["ok"] = err <= RTOL and a1.shape == a2.shape
+    if not rec["ok"]:
+        rec["reason"] = f"relative error {err:.2e} or shapes {a1.shape} / {a2.shape}"
+    return rec
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--circuits", nargs="+", default=BUNDLED + ["n30"])
+    ap.add_argument("--kinds", nargs="+", default=list(KINDS))
+    ap.add_argument("--limits", nargs="+", default=list(LIMITS))
+    ns = ap.parse_args(argv)
+    failed = 0
+    for name in ns.circuits:
+        if name == "n30" and not N30.exists():
+            print(f"skip n30: {N30} not found", file=sys.stderr)
+            continue
+        for ranks in ns.ranks:
+            for kind in ns.kinds:
+                for lim in ns.limits:
+                    rec = run_case(name, kind, lim, ranks)
+                    failed += not rec["ok"]
+                    print(json.dumps(rec), flush=True)
+                    print(f"{name} {kind} {lim} -n {ranks}: "
+                          f"{'ok' if rec['ok'] else 'FAILED'} "
+                          f"{rec.get('time_ratio', '')} {rec.get('skipped', '')}"
+                          f"{rec.get('reason', '')[:300]}", file=sys.stderr, flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
