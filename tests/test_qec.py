@@ -325,3 +325,38 @@ def test_bad_detector_selections_raise_one_line_errors(tmp_path, capsys):
 
     payload = json.loads(capsys.readouterr().out)
     assert payload["shots"][0]["prediction"] == "0" and len(payload["detectors_read"]) == 16
+
+
+# ---------------------------------------------------------------- no detectors
+NO_DETECTORS = [
+    [(0.1, [["L0"]])],                                  # the model
+    [(0.7, [["L0"]])],                                  # p > 0.5: a flip is more likely
+    [(0.3, [["L0"]]), (0.6, [["L0"]])],                 # merged: 0.3*0.4 + 0.6*0.7 = 0.54
+    [(0.1, [["L0", "L1"]]), (0.2, [["L1"]]), (0.45, [["L0"]])],
+]
+
+
+@pytest.mark.parametrize("lines", NO_DETECTORS)
+def test_model_without_detectors_equals_brute_force(lines):
+    dem = stim.DetectorErrorModel(_dem_text(lines))
+    n_obs = dem.num_observables
+    assert dem.num_detectors == 0
+    ref = _brute_force(lines, 0, n_obs)[0]  # one syndrome: the empty one
+    shots = np.zeros((3, 0), bool)
+    probs = decode(dem, shots)
+    assert probs.shape == (3, 1 << n_obs)
+    np.testing.assert_allclose(probs, np.tile(ref / ref.sum(), (3, 1)), rtol=1e-12, atol=0)
+    best = int(np.argmax(ref))
+    want = [(best >> k) & 1 for k in range(n_obs)]
+    assert predict(dem, shots).tolist() == [want] * 3
+    assert decode(dem, np.zeros(0, bool)).shape == (1, 1 << n_obs)  # one shot, no bits
+    np.testing.assert_allclose(decode(dem, shots, path="search"), probs, rtol=1e-12, atol=0)
+
+
+def test_model_without_detectors_predictions_follow_the_probability():
+    assert predict(stim.DetectorErrorModel("error(0.1) L0"), np.zeros((2, 0))).tolist() == [[0]] * 2
+    assert predict(stim.DetectorErrorModel("error(0.9) L0"), np.zeros((2, 0))).tolist() == [[1]] * 2
+    # nothing at all: one certain outcome, no observable bits
+    empty = stim.DetectorErrorModel("")
+    np.testing.assert_array_equal(decode(empty, np.zeros((2, 0))), [[1.0], [1.0]])
+    assert predict(empty, np.zeros((2, 0))).shape == (2, 0)
