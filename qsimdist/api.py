@@ -908,10 +908,11 @@ def distributed_amplitudes(circuit, bitstrings, *, memory_limit=None, backend: s
     result; ``stats["ranks"]`` holds each rank's measured bytes and memory.
     """
     from .distributed import Coordinator, distribute, profile_for, rank_memory_limit, world
-    from .executors.mpi import RunStats, fault_point
+    from .executors.mpi import RunStats, agreed_fault, fault_point
 
     comm = comm if comm is not None else world()
     opts = opts if opts is not None else PathOptions()
+    agreed_fault(comm)
     fault_point("start", comm)
     mine = rank_memory_limit(memory_limit, comm)
     known = [lim for lim in comm.allgather(mine) if lim is not None]

@@ -97,6 +97,7 @@ def fail_rank(comm, exc: BaseException, code: int | None = None) -> None:
         sys.stderr.flush()
     finally:
         comm.Abort(code)
+        os._exit(code)  # MPI_Abort may return while the launcher ends the job: never go on
 
 
 def _mpi_started():
@@ -195,12 +196,18 @@ class Coordinator:
         self.run = run
 
     def _execute(self, plan: Plan):
+        """Rank 0's side of one collective execution: a failure here is rank 0's alone."""
         from .executors.mpi import fault_point
 
-        data = plan.to_dict()
-        fault_point("broadcast", self.comm)
-        bcast_from_root(("run", data), self.comm)
-        return self.run(Plan.from_dict(data, "broadcast plan"))
+        try:
+            data = plan.to_dict()
+            fault_point("broadcast", self.comm)
+            bcast_from_root(("run", data), self.comm)
+            return self.run(Plan.from_dict(data, "broadcast plan"))
+        except BaseException as exc:
+            if is_collective(exc):
+                raise
+            fail_rank(self.comm, exc)
 
     def lead(self, body: Callable[[Callable[[Plan], Any]], Any]) -> Any:
         try:

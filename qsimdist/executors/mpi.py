@@ -144,11 +144,24 @@ def check_fault(fault, nranks: int):
 def fault_point(point: str, comm) -> None:
     """Raise the injected fault when ``$QSIMDIST_FAULT_INJECT`` names this rank and ``point``."""
     value = os.environ.get(FAULT_ENV)
-    if not value:
-        return
-    fault = check_fault(parse_fault(value), comm.Get_size())
-    if fault == (comm.Get_rank(), point):
+    if value and parse_fault(value) == (comm.Get_rank(), point):
         raise ExecutionError(f"fault injected at {point} ({FAULT_ENV})")
+
+
+def agreed_fault(comm):
+    """Every rank's fault spec, checked together: a bad or out-of-range spec on any rank
+    raises the same error on every rank (collectively agreed)."""
+    from ..distributed import mark_collective
+
+    try:
+        fault, problem = check_fault(parse_fault(os.environ.get(FAULT_ENV)),
+                                     comm.Get_size()), None
+    except InvalidInputError as exc:
+        fault, problem = None, str(exc)
+    problems = [p for p in comm.allgather(problem) if p is not None]
+    if problems:
+        raise mark_collective(InvalidInputError(problems[0]))
+    return fault
 
 
 def ranks_on_host(comm) -> int:
@@ -559,7 +572,7 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
     from ..distributed import fail_rank, is_collective, mark_collective
 
     try:
-        fault = check_fault(parse_fault(os.environ.get(FAULT_ENV)), nranks)
+        fault = agreed_fault(comm)
         xp = array_module(backend)
         check_gemm_mode(gemm, xp, plan.dtype)
         try:
