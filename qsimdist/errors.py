@@ -4,6 +4,10 @@ Every error qsimdist raises on purpose derives from :class:`QsimdistError`, and
 each subclass also inherits the builtin exception it refines, so callers may
 catch either. Messages name the offending value and list the valid choices.
 The CLI turns any ``QsimdistError`` into one line on stderr and exit code 2.
+
+The Qiskit primitives (:mod:`qsimdist.qiskit`) raise each of these as its
+Qiskit flavour from :mod:`qsimdist.qiskit.errors`, a subclass that is also a
+``qiskit.exceptions.QiskitError``; this module itself never imports Qiskit.
 """
 
 from __future__ import annotations

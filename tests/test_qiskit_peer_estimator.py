@@ -381,3 +381,83 @@ def test_aer_option_layout_is_read():
         EstimatorV2(options={"run_options": {"shots": 10}})
     with pytest.raises(InvalidInputError, match="given twice"):
         EstimatorV2(default_precision=0.1, options={"default_precision": 0.3})
+
+
+def test_initialize_after_use_resets_then_prepares():
+    qc = QuantumCircuit(2)
+    qc.h(0)
+    qc.cx(0, 1)
+    qc.initialize([0, 1], [0])  # a composite instruction: reset, then state preparation
+    labels = [["IZ", "ZI"]] * 40
+    ours = EstimatorV2(seed=3).run([(qc, labels)]).result()[0].data.evs
+    ref = StatevectorEstimator(seed=3).run([(qc, labels)]).result()[0].data.evs
+    np.testing.assert_allclose(ours[:, 0], -1.0, atol=1e-12)  # qubit 0 prepared in |1>
+    np.testing.assert_allclose(ref[:, 0], -1.0, atol=1e-12)
+    assert set(np.round(ours[:, 1], 9)) == set(np.round(ref[:, 1], 9)) == {-1.0, 1.0}
+
+
+def test_instruction_without_definition_is_refused_by_name():
+    from qiskit.circuit import Instruction
+
+    qc = QuantumCircuit(2)
+    qc.h(0)
+    qc.append(Instruction("opaque_box", 2, 0, []), [0, 1])
+    with pytest.raises(QiskitError):
+        StatevectorEstimator().run([(qc, "ZZ")]).result()
+    with pytest.raises(QiskitError) as info:
+        EstimatorV2().run([(qc, "ZZ")]).result()
+    assert isinstance(info.value, UnsupportedInstructionError)
+    message = str(info.value)
+    assert "'opaque_box' at position 1" in message and "no definition" in message
+    assert "\n" not in message
+
+
+_MPI_RESET_SCRIPT = """
+import json
+from mpi4py import MPI
+from qiskit import QuantumCircuit
+from qsimdist.qiskit import EstimatorV2
+qc = QuantumCircuit(2)
+qc.h(0); qc.cx(0, 1); qc.reset(0); qc.h(1)
+unseeded = EstimatorV2(options={"executor": "mpi"})
+evs = unseeded.run([(qc, [["ZI", "XI", "IZ"]] * 30)]).result()[0].data.evs.tolist()
+seeded = EstimatorV2(seed=4, options={"executor": "mpi"})
+fixed = seeded.run([(qc, [["XI"]] * 20)]).result()[0].data.evs.tolist()
+every = MPI.COMM_WORLD.gather((evs, fixed), root=0)
+if MPI.COMM_WORLD.rank == 0:
+    print(json.dumps({"ranks": len(every), "same": all(v == every[0] for v in every),
+                      "fixed": fixed}))
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_mpi_ranks_draw_the_same_branches(tmp_path):
+    """Under mpiexec every rank samples the same branches (rank 0's seed when none is given),
+    and a seeded run equals the single-process one."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec not found: pip install 'qsimdist[mpi]'")
+    script = tmp_path / "mpi_reset.py"
+    script.write_text(_MPI_RESET_SCRIPT)
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root),
+                                                        os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(["mpiexec", "-n", "2", sys.executable, "-m", "mpi4py", str(script)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][0])
+    assert got["ranks"] == 2 and got["same"]
+    qc = QuantumCircuit(2)
+    qc.h(0)
+    qc.cx(0, 1)
+    qc.reset(0)
+    qc.h(1)
+    local = EstimatorV2(seed=4).run([(qc, [["XI"]] * 20)]).result()[0].data.evs
+    np.testing.assert_allclose(got["fixed"], local, atol=1e-12)

@@ -484,3 +484,27 @@ def test_wide_composite_gate_runs_through_its_definition(n):
     counts = SamplerV2(seed=SEED).run([qc], shots=400).result()[0].data.meas.get_int_counts()
     assert set(counts) == {0, 2**n - 1}
     assert abs(counts[0] / 400 - 0.5) < 0.1
+
+
+def test_instruction_without_definition_is_refused_by_name():
+    from qiskit.circuit import Instruction
+
+    from qsimdist.frontends.qiskit_circuit import from_qiskit
+
+    qc = QuantumCircuit(2)
+    qc.h(0)
+    sub = QuantumCircuit(2, name="wrapper")
+    sub.append(Instruction("opaque_box", 2, 0, []), [1, 0])
+    qc.append(sub, [0, 1])
+    qc.measure_all()
+    with pytest.raises(QiskitError):
+        StatevectorSampler().run([qc]).result()
+    with pytest.raises(QiskitError) as info:
+        SamplerV2().run([qc]).result()
+    assert isinstance(info.value, UnsupportedInstructionError)
+    assert "'opaque_box'" in str(info.value) and "no definition" in str(info.value)
+    with pytest.raises(UnsupportedInstructionError) as plain:  # the plain frontend
+        from_qiskit(qc)
+    assert not isinstance(plain.value, QiskitError)
+    assert "'opaque_box' at position 0 on qubits [1, 0] inside 'wrapper' at position 1" \
+        in str(plain.value)

@@ -193,8 +193,18 @@ class EstimatorV2(BaseEstimatorV2):
             return PrimitiveResult([self._run_pub(pub) for pub in pubs],
                                    metadata={"version": 2})
 
+    def _generator(self) -> np.random.Generator:
+        """A fresh generator per pub from the seed (the reference's rule). Under MPI
+        without a seed, rank 0 picks one for all: every rank must draw the same
+        branches of a circuit with resets, or their contractions would differ."""
+        seed = self._seed
+        if seed is None and self.engine.executor == "mpi":
+            seed = int(np.random.SeedSequence().entropy % (1 << 63))
+            seed = self.engine.comm.bcast(seed, root=0)
+        return np.random.default_rng(seed)
+
     def _run_pub(self, pub: EstimatorPub) -> PubResult:
-        rng = np.random.default_rng(self._seed)
+        rng = self._generator()
         precision = pub.precision if pub.precision is not None else self._default_precision
         engine = self.engine
         before = engine.stats.to_dict()
