@@ -44,6 +44,62 @@ from .cost import CostModel
 from .schedule import Schedule, action_of
 
 
+def _bytes_profile() -> HardwareProfile:
+    from ...hardware import load_profile
+
+    return load_profile("local-cpu")
+
+
+def _profile_of(sched: Schedule, given: HardwareProfile | None, fail) -> HardwareProfile | None:
+    """The profile a schedule was made for: the one given, else its embedded fields (a
+    custom ``.toml`` needs no file), else the bundled profile of its stored name."""
+    from ...errors import QsimdistError
+    from ...hardware import load_profile
+    from ...hardware.profiles import _from_mapping
+
+    if given is not None:
+        return given
+    if sched.profile_spec is not None:
+        try:
+            prof = _from_mapping(dict(sched.profile_spec), "profile_spec")
+        except QsimdistError as exc:
+            fail(f"bad profile_spec ({exc})")
+        if prof.name != sched.profile:
+            fail(f"profile_spec names {prof.name!r} but the schedule's profile is "
+                 f"{sched.profile!r}")
+        return prof
+    try:
+        return load_profile(sched.profile)
+    except QsimdistError:  # an older file from a custom profile: its rates cannot be checked
+        return None
+
+
+def _check_totals(plan: Plan, sched: Schedule, sent: list[int], fail) -> None:
+    """The schedule's predicted totals follow from its records, slicing and device count."""
+    pred = sched.predicted
+    groups = sched.devices // sched.group_size
+    rounds = math.ceil(sched.n_slices / groups)
+    flops_dev = sum(r.flops_per_device for r in sched.steps)
+    per_slice = sum(r.predicted_compute_seconds + r.predicted_comm_seconds
+                    + r.predicted_pack_seconds for r in sched.steps)
+    want = {
+        "rounds": rounds,
+        "n_redistributions": sum(1 for r in sched.steps for c in r.pre
+                                 if c.kind == "alltoall"),
+        "comm_bytes_per_device": float(sum(sent) * rounds),
+        "flops_per_device": flops_dev * rounds,
+        "flops_executed": flops_dev * sched.group_size * sched.n_slices,
+        "flops_counted": plan.stats.flops,
+        "seconds_per_slice": per_slice,
+        "seconds": per_slice * rounds,
+    }
+    for name, value in want.items():
+        have = getattr(pred, name)
+        if not math.isclose(have, value, rel_tol=1e-9, abs_tol=1e-300):
+            fail(f"predicted {name} is {have!r}; the records, {sched.n_slices} slices and "
+                 f"{sched.devices} devices give {value!r}")
+
+
 @dataclass(frozen=True)
 class Replay:
     """What a replay measured (on shapes): per-step live bytes and bytes moved, per device."""
@@ -74,9 +130,13 @@ def replay(plan: Plan, sched: Schedule, profile: HardwareProfile | None = None,
         fail(f"dtype {sched.dtype} does not match the plan's {plan.dtype}")
     if len(sched.steps) != len(plan.steps):
         fail(f"{len(sched.steps)} step records for {len(plan.steps)} steps")
+    profile = _profile_of(sched, profile, fail)
     if profile is not None and profile.usable_memory != sched.usable_memory:
         fail(f"usable memory {sched.usable_memory} is not profile {profile.name!r}'s "
              f"{profile.usable_memory}")
+    if profile is not None and sched.devices > (profile.max_devices() or sched.devices):
+        fail(f"{sched.devices} devices, more than profile {profile.name!r} has "
+             f"({profile.max_devices()})")
     accounted = {i for m in plan.leaf_modes for i in m} | {i for m in plan.leaf_sum for i in m}
     accounted |= set(plan.sliced)
     missing = set(size) - accounted
@@ -84,14 +144,9 @@ def replay(plan: Plan, sched: Schedule, profile: HardwareProfile | None = None,
         fail(f"indices {sorted(missing)[:5]} are on no leaf, summed nowhere and not sliced")
     d, q = sched.group_size, sched.q
     mem = sched.usable_memory
-    if profile is None:
-        from ...hardware import load_profile
-
-        try:
-            profile = load_profile(sched.profile)
-        except Exception:  # noqa: BLE001 - an unknown profile only skips the time check
-            profile = None
-    model = CostModel(profile, plan.dtype) if profile is not None else None
+    # bytes and message counts do not depend on the profile's rates: without the schedule's
+    # own profile they are still recomputed (with the bundled local-cpu one)
+    model = CostModel(profile if profile is not None else _bytes_profile(), plan.dtype)
     isz = 16 if plan.dtype == "complex128" else 8
     modes = dict(enumerate(plan.leaf_modes))
     for s in plan.steps:
@@ -130,16 +185,18 @@ def replay(plan: Plan, sched: Schedule, profile: HardwareProfile | None = None,
             if not c.from_bits or (c.kind == "allgather") != (not c.to_bits):
                 fail(f"step {j}: {c.kind} from {list(c.from_bits)} to {list(c.to_bits)} is not "
                      "a valid move")
-            if model is not None:
-                mv = (model.redistribute(modes[n], size, c.from_bits, c.to_bits, d)
-                      if c.kind == "alltoall" else model.allgather(modes[n], size, c.from_bits, d))
-                buf = mv.send_bytes + mv.recv_bytes + nbytes(n, c.to_bits) \
-                    if c.kind == "alltoall" else 2 * nbytes(n, ())
-                if (mv.send_bytes, mv.recv_bytes, buf) != (c.send_bytes, c.recv_bytes,
-                                                           c.buffer_bytes):
-                    fail(f"step {j}: {c.kind} of {c.operand} moves {c.send_bytes}/{c.recv_bytes} "
-                         f"bytes with a {c.buffer_bytes}-byte buffer; its bits imply "
-                         f"{mv.send_bytes}/{mv.recv_bytes} and {buf}")
+            mv = (model.redistribute(modes[n], size, c.from_bits, c.to_bits, d)
+                  if c.kind == "alltoall" else model.allgather(modes[n], size, c.from_bits, d))
+            buf = mv.send_bytes + mv.recv_bytes + nbytes(n, c.to_bits) \
+                if c.kind == "alltoall" else 2 * nbytes(n, ())
+            if (mv.send_bytes, mv.recv_bytes, buf) != (c.send_bytes, c.recv_bytes,
+                                                       c.buffer_bytes):
+                fail(f"step {j}: {c.kind} of {c.operand} moves {c.send_bytes}/{c.recv_bytes} "
+                     f"bytes with a {c.buffer_bytes}-byte buffer; its bits imply "
+                     f"{mv.send_bytes}/{mv.recv_bytes} and {buf}")
+            if mv.messages != c.messages:
+                fail(f"step {j}: {c.kind} of {c.operand} records {c.messages} messages; its "
+                     f"bits imply {mv.messages}")
             extra += c.buffer_bytes
             sent += c.send_bytes
             recv += c.recv_bytes
@@ -170,13 +227,13 @@ def replay(plan: Plan, sched: Schedule, profile: HardwareProfile | None = None,
             if post.operand != "out" or post.kind not in ("allreduce", "allgather") or not cb \
                     or r.out_bits or (post.kind == "allgather" and partial):
                 fail(f"step {j}: a {post.kind} of the output is not valid here")
-            if model is not None:
-                mv = (model.allreduce(nbytes(s.out, ()), d) if post.kind == "allreduce"
-                      else model.allgather(modes[s.out], size, cb, d))
-                whole = nbytes(s.out, ()) * (2 if post.kind == "allgather" else 1)
-                if (mv.send_bytes, mv.recv_bytes, whole) != (
-                        post.send_bytes, post.recv_bytes, post.buffer_bytes):
-                    fail(f"step {j}: {post.kind} of the output moves the wrong number of bytes")
+            mv = (model.allreduce(nbytes(s.out, ()), d) if post.kind == "allreduce"
+                  else model.allgather(modes[s.out], size, cb, d))
+            whole = nbytes(s.out, ()) * (2 if post.kind == "allgather" else 1)
+            if (mv.send_bytes, mv.recv_bytes, whole, mv.messages) != (
+                    post.send_bytes, post.recv_bytes, post.buffer_bytes, post.messages):
+                fail(f"step {j}: {post.kind} of the output moves the wrong number of bytes "
+                     "or messages")
             extra += post.buffer_bytes
             sent += post.send_bytes
             recv += post.recv_bytes
@@ -190,6 +247,16 @@ def replay(plan: Plan, sched: Schedule, profile: HardwareProfile | None = None,
         if (g.x_view, g.y_view, g.out_view) != (r.view.x_view, r.view.y_view, r.view.out_view) \
                 or r.view.workspace_bytes != g.transposed_bytes + g.expanded_bytes:
             fail(f"step {j}: the local GEMM view does not follow from the compute bits")
+        flops = s.flops / (d if cb else 1)
+        if not math.isclose(r.flops_per_device, flops, rel_tol=1e-12):
+            fail(f"step {j}: records {r.flops_per_device:.6g} FLOPs per device; the step's "
+                 f"{s.flops:.6g} over {d if cb else 1} devices is {flops:.6g}")
+        for c in r.collectives:
+            if not (math.isfinite(c.predicted_link_seconds) and c.predicted_link_seconds >= 0
+                    and math.isfinite(c.predicted_pack_seconds) and c.predicted_pack_seconds >= 0):
+                fail(f"step {j}: a {c.kind}'s predicted seconds must be finite and >= 0")
+        if not (math.isfinite(r.predicted_compute_seconds) and r.predicted_compute_seconds >= 0):
+            fail(f"step {j}: predicted compute seconds must be finite and >= 0")
         expect = action_of((c.kind for c in r.pre), r.post is not None, cb,
                            bool(held["lhs"] or held["rhs"]))
         if r.action != expect:
@@ -221,5 +288,6 @@ def replay(plan: Plan, sched: Schedule, profile: HardwareProfile | None = None,
              f"replay counts {peak}")
     if not math.isfinite(sched.predicted.seconds) or sched.predicted.seconds < 0:
         fail("predicted seconds must be finite and non-negative")
+    _check_totals(plan, sched, sent_l, fail)
     return Replay(tuple(lives), peak, tuple(sent_l), tuple(recv_l), sum(sent_l), sum(recv_l))
 

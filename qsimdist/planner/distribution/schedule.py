@@ -220,6 +220,8 @@ class Schedule:
     steps: tuple[StepRecord, ...]
     predicted: Prediction
     refused: tuple[str, ...] = field(default=())
+    # the profile's own fields, so a schedule made from a custom .toml is checked without it
+    profile_spec: dict | None = field(default=None, compare=False, hash=False)
 
     @property
     def q(self) -> int:
@@ -252,6 +254,7 @@ class Schedule:
             "usable_memory": self.usable_memory,
             "big_bytes": self.big_bytes,
             "refused": list(self.refused),
+            "profile_spec": self.profile_spec,
             "predicted": self.predicted.to_dict(),
             "steps": [s.to_dict() for s in self.steps],
         }
@@ -276,6 +279,7 @@ class Schedule:
                 predicted=Prediction(**{k: type(v)(pred[k]) for k, v in
                                         asdict(_ZERO_PREDICTION).items()}),
                 refused=tuple(str(r) for r in d.get("refused", ())),
+                profile_spec=_spec(d.get("profile_spec")),
             )
         except PlanFormatError:
             raise
@@ -301,6 +305,14 @@ def _bits(value) -> Bits:
             raise ValueError(f"a bit is [mode, position], got {b!r}")
         out.append((str(b[0]), int(b[1])))
     return tuple(out)
+
+
+def _spec(value) -> dict | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("profile_spec is not an object")
+    return dict(value)
 
 
 def _ints(value) -> tuple[int, ...]:

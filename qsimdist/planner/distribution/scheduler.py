@@ -26,6 +26,7 @@ keeps the fastest prediction that fits.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -379,7 +380,8 @@ def _assemble(plan: Plan, profile: HardwareProfile, strategy: str, devices: int,
         rounds=rounds,
     )
     return Schedule(strategy, profile.name, devices, d, plan.dtype, tuple(plan.sliced), n_slices,
-                    profile.usable_memory, float(big_bytes), tuple(records), pred, refused)
+                    profile.usable_memory, float(big_bytes), tuple(records), pred, refused,
+                    profile_spec=dataclasses.asdict(profile))
 
 
 def search_slicing(plan: Plan) -> list[str]:
