@@ -246,7 +246,7 @@ def observable_sector(dem) -> tuple[int, ...]:
     return tuple(d for d in range(int(dem.num_detectors)) if d in parent and find(d) in roots)
 
 
-def marginal_model(model: ErrorModel, keep: "list[int] | tuple[int, ...]") -> ErrorModel:
+def marginal_model(model: ErrorModel, keep: list[int] | tuple[int, ...]) -> ErrorModel:
     """The model of the detectors ``keep`` alone: every other detector is summed over.
 
     Summing a detector's syndrome bit over 0 and 1 removes its parity
