@@ -4,11 +4,16 @@ A case is (circuit, bitstrings, limit, ranks). Each runs
 ``mpiexec -n P qsimdist amplitude CIRCUIT BITS... --profile local-cpu
 [--memory-limit L] --json`` and ``qsimdist amplitude CIRCUIT BITS...
 [--memory-limit L] --json`` in one process, and compares amplitudes
-(rtol 1e-5, complex64), wall times and each rank's memory:
+(rtol 1e-5, complex64) and wall times. Where the distributed executor ran, the
+MPI case runs once more with ``QSIMDIST_TRACE_MEMORY=1`` (untimed) for each
+rank's memory:
 
 * ``guarded_bytes``: the per-rank peak the memory guard checked;
 * ``array_peak_bytes``: arrays the run held, with the buffer pool's free buffers;
-* ``traced_peak_bytes``: what tracemalloc saw the run add (``QSIMDIST_TRACE_MEMORY=1``);
+* ``traced_peak_bytes``: what tracemalloc saw the run add, Python objects included;
+* ``traced_array_bytes``: numpy's traced bytes after the step with the largest predicted
+  live bytes, in the first and last slice (the pool's free buffers included), less what
+  numpy held before the run;
 * ``rss_growth_bytes``: resident high-water mark less the resident size at the
   run's start (an upper bound on what the run added).
 
@@ -93,7 +98,10 @@ def bitstrings(name: str, kind: str) -> list[str]:
 def forcing_limit(name: str, bits: list[str], ranks: int) -> tuple[int | None, bool]:
     """``(limit, redistributes)``: the largest per-rank limit (unsliced plan peak / 2^k)
     whose dp schedule for ``ranks`` redistributes; where none does (small circuits,
-    whose dp schedules slice instead), the tightest limit that still plans."""
+    whose dp schedules slice instead), the tightest limit that still plans; where
+    the statevector route fits every such limit (a few qubits), the tightest limit
+    that still holds the statevector; where not even half the unsliced peak plans,
+    the peak itself."""
     import qsimdist
     from qsimdist.api import _circuit, choose_route, covering_pattern
     from qsimdist.distributed import distribute, profile_for
@@ -104,11 +112,12 @@ def forcing_limit(name: str, bits: list[str], ranks: int) -> tuple[int | None, b
     pattern = covering_pattern(bits)
     base = qsimdist.plan(gc, bitstrings=pattern, order=order, memory_limit="none")
     peak = base.stats.peak_bytes
-    tightest = None
-    for k in range(1, 11):
-        limit = max(peak >> k, 1024)
+    tightest = statevector = None
+    for k in range(1, 16):
+        limit = max(peak >> k, 64)
         route = choose_route(gc, bits, order=order, memory_limit=limit)
         if route.method == "statevector":
+            statevector = limit
             continue
         try:
             sched = distribute(base, profile_for("local-cpu", limit), ranks).schedule
@@ -117,7 +126,21 @@ def forcing_limit(name: str, bits: list[str], ranks: int) -> tuple[int | None, b
         if sched.predicted.n_redistributions > 0:
             return limit, True
         tightest = limit
-    return tightest, False
+    if tightest is None and statevector is None:  # even half the unsliced peak does not plan
+        tightest = max(peak, 64)
+    return (tightest if tightest is not None else statevector), False
+
+
+_ONE_PROCESS: dict[tuple, tuple] = {}
+
+
+def one_process(args: list[str]):
+    """``qsimdist ARGS`` in one process, run once per argument list (the -n 2 and -n 4 cases
+    of the same circuit, bitstrings and limit compare with the same run)."""
+    key = tuple(args)
+    if key not in _ONE_PROCESS:
+        _ONE_PROCESS[key] = run_cli(1, args)
+    return _ONE_PROCESS[key]
 
 
 def run_cli(ranks: int, args: list[str], env: dict | None = None, timeout: float = 900):
@@ -154,9 +177,8 @@ def run_case(name: str, kind: str, limit_kind: str, ranks: int) -> dict:
     args = ["amplitude", *circuit_args(name), *bits, "--json"]
     args += ["--memory-limit", limit] if limit is not None else []
     rec["memory_limit"] = limit
-    one, t_one = run_cli(1, args)
-    many, t_many = run_cli(ranks, [*args, "--profile", "local-cpu"],
-                           env={"QSIMDIST_TRACE_MEMORY": "1"})
+    one, t_one = one_process(args)
+    many, t_many = run_cli(ranks, [*args, "--profile", "local-cpu"])
     rec.update(seconds_one=round(t_one, 2), seconds_mpi=round(t_many, 2),
                time_ratio=round(t_many / t_one, 2))
     try:
@@ -169,10 +191,19 @@ def run_case(name: str, kind: str, limit_kind: str, ranks: int) -> dict:
     rec.update(rel_err=err, shape_one=list(a1.shape), shape_mpi=list(a2.shape),
                method_one=s1.get("method"), method_mpi=s2.get("method"))
     ranks_stats = s2.get("ranks", [])
+    if ranks_stats:  # the distributed executor ran: its memory, measured in a traced run
+        traced, _ = run_cli(ranks, [*args, "--profile", "local-cpu"],
+                            env={"QSIMDIST_TRACE_MEMORY": "1"})
+        try:
+            ranks_stats = parse(traced)[1].get("ranks", [])
+        except AssertionError as exc:
+            rec.update(ok=False, reason=f"traced run: {exc}")
+            return rec
     rec["redistributions"] = sum(r["redistributions"] for r in ranks_stats)
     rec["memory"] = [{k: r[k] for k in ("rank", "guarded_bytes", "predicted_peak_bytes",
                                          "measured_peak_bytes", "array_peak_bytes",
-                                         "traced_peak_bytes", "rss_growth_bytes")}
+                                         "traced_peak_bytes", "traced_array_bytes",
+                                         "rss_growth_bytes")}
                      for r in ranks_stats]
     rec["ok"] = err <= RTOL and a1.shape == a2.shape
     if not rec["ok"]:
@@ -186,7 +217,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--circuits", nargs="+", default=BUNDLED + ["n30"])
     ap.add_argument("--kinds", nargs="+", default=list(KINDS))
     ap.add_argument("--limits", nargs="+", default=list(LIMITS))
+    ap.add_argument("--resume", type=Path, help="skip the cases recorded as ok in this file")
     ns = ap.parse_args(argv)
+    done = set()
+    if ns.resume is not None and ns.resume.exists():
+        for line in ns.resume.read_text().splitlines():
+            r = json.loads(line)
+            if r.get("ok") and "reason" not in r:
+                done.add((r["circuit"], r["bitstrings"], r["limit"], r["ranks"]))
     failed = 0
     for name in ns.circuits:
         if name == "n30" and not N30.exists():
@@ -195,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         for ranks in ns.ranks:
             for kind in ns.kinds:
                 for lim in ns.limits:
+                    if (name, kind, lim, ranks) in done:
+                        continue
                     rec = run_case(name, kind, lim, ranks)
                     failed += not rec["ok"]
                     print(json.dumps(rec), flush=True)

@@ -56,7 +56,8 @@ class BufferPool:
     released, so a long contraction cannot hoard memory.
 
     ``cap`` bounds the bytes the pool manages in all: buffers handed out (their
-    whole size, best-fit slack included) plus free ones. Before a fresh
+    whole size, best-fit slack included) plus free ones, plus ``external``
+    (bytes the caller holds in arrays the pool did not make, e.g. loaded leaves). Before a fresh
     allocation would pass it, free buffers are released, largest first, and a
     buffer given back is dropped rather than kept when keeping it would pass
     it. The MPI executor sets ``cap`` to the schedule's guarded peak, so the
@@ -75,6 +76,7 @@ class BufferPool:
         self.cap = cap
         self.lent: dict[int, int] = {}  # id of each buffer handed out -> its bytes (with a cap)
         self.out = 0  # bytes of the buffers in ``lent``
+        self.external = 0  # bytes the caller holds outside the pool, counted against ``cap``
 
     def _lend(self, base) -> None:
         if self.cap is not None:
@@ -84,7 +86,7 @@ class BufferPool:
 
     def _make_room(self, nbytes: int) -> None:
         """Release free buffers, largest first, until ``nbytes`` more stay within ``cap``."""
-        while self.sizes and self.out + self.held + nbytes > self.cap:
+        while self.sizes and self.out + self.held + self.external + nbytes > self.cap:
             have = self.sizes[-1]
             stack = self.free[have]
             stack.pop()
@@ -119,7 +121,7 @@ class BufferPool:
         nbytes = base.size * self.dtype.itemsize
         if self.cap is not None:
             self.out -= self.lent.pop(id(base), 0)
-            if self.out + self.held + nbytes > self.cap:
+            if self.out + self.held + self.external + nbytes > self.cap:
                 return
         if self.limit is not None and self.held + nbytes > self.limit:
             return

@@ -94,6 +94,10 @@ class RunStats:
     rss_before_bytes: int = 0  # resident memory when the run started
     rss_growth_bytes: int = 0  # resident high-water mark less rss_before (an upper bound)
     traced_peak_bytes: int = -1  # under tracemalloc: peak traced bytes the run added (-1: off)
+    # under tracemalloc: the most bytes numpy's arrays held at the end of the steps with the
+    # largest predicted live bytes (first and last slice; the pool's free buffers included),
+    # less what numpy held before the run
+    traced_array_bytes: int = -1
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -291,6 +295,11 @@ class _GroupRunner:
             self.modes[s.out] = s.out_modes
         self.fault = fault
         self.compiled = compiled
+        # under tracemalloc: numpy's traced bytes after the steps the schedule predicts the
+        # most memory for (a snapshot costs too much to take after every step)
+        self.sample_arrays = False
+        live = [rec.live_bytes for rec in self.sched.steps]
+        self.sample_steps = {j for j, b in enumerate(live) if b == max(live, default=0)}
         self.global_rank = stats.rank
         self.local_steps = {}
 
@@ -432,6 +441,9 @@ class _GroupRunner:
         for k in range(plan.network.num_tensors):
             held[k] = (load_leaf(plan, k, assignment, xp, self.dtype), ())
         held_bytes = sum(a.nbytes for a, _ in held.values())
+        # the leaves are made outside the pool: their bytes count against its cap until used
+        leaves = {id(a): a for a, _ in held.values()}  # (kept alive: no id is reused meanwhile)
+        self.pool.external += held_bytes
         for j, (s, rec) in enumerate(zip(plan.steps, sched.steps)):
             if self.fault is not None and self.fault == (self.global_rank, j):
                 raise ExecutionError(f"fault injected at step {j} ({FAULT_ENV})")
@@ -440,6 +452,7 @@ class _GroupRunner:
             node = {"lhs": s.lhs, "rhs": s.rhs}
             ops = {side: held.pop(node[side]) for side in ("lhs", "rhs")}
             held_bytes -= sum(a.nbytes for a, _ in ops.values())
+            consumed = sum(leaves.pop(id(a)).nbytes for a, _ in ops.values() if id(a) in leaves)
             others = held_bytes
             # bytes this step holds: the operands as stored, collective buffers, local copies
             step_bytes = sum(a.nbytes for a, _ in ops.values())
@@ -477,6 +490,7 @@ class _GroupRunner:
                 else:
                     out, a, b, tmp = self.allgather(s.out, out, cb)
                 sent, recv, step_bytes = sent + a, recv + b, step_bytes + tmp
+            self.pool.external -= consumed  # (a leaf given back may now be kept as free)
             for a in spent:
                 if a is not out:
                     self.pool.put(a)
@@ -486,6 +500,9 @@ class _GroupRunner:
             self.stats.array_peak_bytes = max(self.stats.array_peak_bytes,
                                               measured + self.pool.held)
             held[s.out] = (out, tuple(rec.out_bits))
+            if self.sample_arrays and j in self.sample_steps:
+                self.stats.traced_array_bytes = max(self.stats.traced_array_bytes,
+                                                    _traced_numpy_bytes())
             held_bytes += out.nbytes
             if first_slice:
                 self.stats.step_sent.append(sent)
@@ -604,6 +621,15 @@ def _max_resident_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
+def _traced_numpy_bytes() -> int:
+    """Bytes of numpy arrays tracemalloc traces now (numpy's own tracemalloc domain)."""
+    import tracemalloc
+
+    snap = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)])
+    return sum(stat.size for stat in snap.statistics("filename"))
+
+
 def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool, need: int,
          progress, MPI):
     import tracemalloc
@@ -619,19 +645,28 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
     runner = _GroupRunner(plan, group, xp, pool, stats, fault, gemm, compiled)
     out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)
     stats.guarded_bytes = need
+    measuring = os.environ.get(TRACE_ENV) == "1"
+    mine = sched.slices_of_group(g)
+    if measuring and len(mine):
+        # measure the run, not the loading of code: one untimed slice first compiles (or
+        # loads) the kernels every step uses, as any earlier run in the process would have
+        warm = _GroupRunner(plan, group, xp, pool, RunStats(rank=rank), None, gemm, compiled)
+        pool.put(warm.run(slice_assignment(plan, mine[0]), first_slice=True))
     stats.rss_before_bytes = _resident_bytes()
-    started = os.environ.get(TRACE_ENV) == "1" and not tracemalloc.is_tracing()
+    started = measuring and not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
     tracing = tracemalloc.is_tracing()
     if tracing:
         traced_before = tracemalloc.get_traced_memory()[0]
+        arrays_before = _traced_numpy_bytes() if xp is np else 0
+        stats.traced_array_bytes = 0
         tracemalloc.reset_peak()
     t0 = time.perf_counter()
     result = None
     with gemm_context(gemm, xp):  # TF32 for this run only
-        mine = sched.slices_of_group(g)
         for done, s in enumerate(mine, start=1):
+            runner.sample_arrays = tracing and xp is np and done in (1, len(mine))
             root = runner.run(slice_assignment(plan, s), first_slice=done == 1)
             result = accumulate(result, root.reshape(out_shape), pool)
             stats.slices += 1
@@ -649,6 +684,8 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
     stats.rss_growth_bytes = max(0, _max_resident_bytes() - stats.rss_before_bytes)
     if tracing:
         stats.traced_peak_bytes = tracemalloc.get_traced_memory()[1] - traced_before
+        if xp is np:
+            stats.traced_array_bytes = max(0, stats.traced_array_bytes - arrays_before)
     if started:
         tracemalloc.stop()
     group.Free()
