@@ -211,6 +211,41 @@ def run_case(name: str, kind: str, limit_kind: str, ranks: int) -> dict:
     return rec
 
 
+def _mib(b) -> str:
+    return "—" if b is None or b < 0 else f"{b / 2**20:.3g}"
+
+
+def report(lines: list[str]) -> str:
+    """The matrix as a markdown table (memory in MiB, the largest over ranks)."""
+    rows = [json.loads(ln) for ln in lines if ln.strip()]
+    ok = sum(r["ok"] for r in rows)
+    ratios = [r["time_ratio"] for r in rows if "time_ratio" in r]
+    out = [f"{len(rows)} cases, {ok} equal to one process (rtol {RTOL}), "
+           f"{len(rows) - ok} not; time under mpiexec / one process: median "
+           f"{sorted(ratios)[len(ratios) // 2]:.2f}, largest {max(ratios):.2f}.", "",
+           "| circuit | bitstrings | limit | P | route | all-to-alls | one process (s) | "
+           "mpiexec (s) | ratio | rel. err | guarded | traced arrays | RSS growth | "
+           "traced, all objects |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        mem = r.get("memory") or []
+
+        def top(key, mem=mem):
+            return max((m[key] for m in mem), default=None)
+
+        lim = r.get("memory_limit")
+        lim = "default" if lim is None else (lim if lim == AMPLE else f"{int(lim):,} B")
+        out.append(
+            f"| {r['circuit']} | {r['bitstrings']} | {r['limit']} ({lim}) | {r['ranks']} | "
+            f"{r.get('method_mpi', '—')} | {r.get('redistributions', '—')} | "
+            f"{r.get('seconds_one', '—')} | {r.get('seconds_mpi', '—')} | "
+            f"{r.get('time_ratio', '—')} | "
+            + (f"{r['rel_err']:.1e}" if "rel_err" in r else r.get("reason", "—")[:60])
+            + f" | {_mib(top('guarded_bytes'))} | {_mib(top('traced_array_bytes'))} | "
+            f"{_mib(top('rss_growth_bytes'))} | {_mib(top('traced_peak_bytes'))} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
@@ -218,7 +253,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", nargs="+", default=list(KINDS))
     ap.add_argument("--limits", nargs="+", default=list(LIMITS))
     ap.add_argument("--resume", type=Path, help="skip the cases recorded as ok in this file")
+    ap.add_argument("--report", type=Path, help="print this JSON-lines file as markdown, run "
+                    "nothing")
     ns = ap.parse_args(argv)
+    if ns.report is not None:
+        print(report(ns.report.read_text().splitlines()))
+        return 0
     done = set()
     if ns.resume is not None and ns.resume.exists():
         for line in ns.resume.read_text().splitlines():
