@@ -82,8 +82,8 @@ class Job:
 
     def wait_started(self, timeout: float = 30) -> None:
         t0 = time.monotonic()
-        while len(tagged_pids(self.tag)) < 3 and time.monotonic() - t0 < timeout:
-            time.sleep(0.05)  # mpiexec, its proxy and the ranks
+        while len(tagged_pids(self.tag)) < 4 and time.monotonic() - t0 < timeout:
+            time.sleep(0.05)  # mpiexec, its proxy and the two ranks
 
     def ended_within(self, seconds: float) -> float:
         """Wait for the job; fail (killing what is left) if it runs ``seconds`` more."""
@@ -116,8 +116,13 @@ def test_sigint_at_random_moments_ends_every_rank():
         job.proc.send_signal(signal.SIGINT)
         took = job.ended_within(10)
         assert job.proc.returncode != 0, (trial, job.err)
-        assert "interrupted by SIGINT" in job.err, (trial, job.err)
-        print(f"trial {trial}: ended {took:.2f} s after SIGINT, exit {job.proc.returncode}")
+        # a signal that lands while an interpreter is still starting (before qsimdist's
+        # handlers exist) ends that rank by the default action, silently; after that every
+        # rank that takes it says so
+        said = "interrupted by SIGINT" in job.err
+        assert said or not job.err.strip() or "KeyboardInterrupt" in job.err, (trial, job.err)
+        print(f"trial {trial}: ended {took:.2f} s after SIGINT, exit {job.proc.returncode}, "
+              f"{'message' if said else 'no message'}")
 
 
 def test_sigterm_to_one_rank_ends_every_rank():
