@@ -97,3 +97,25 @@ def test_scalar_result_and_scalar_leaf_under_mpi(ranks, tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count("ok") == ranks and "()" in proc.stdout
+
+
+def test_saved_schedule_checked_against_the_hosts_share():
+    """A saved dgx-h100 schedule (36 GiB per rank) is refused on a host whose available
+    memory, shared by its 8 ranks, is less: the default limit is the host's, not the
+    profile's usable memory."""
+    import subprocess
+    from pathlib import Path
+
+    from qsimdist.config import default_memory_limit
+
+    plan = Path(mpi_matrix.ROOT) / "qsimdist" / "bench" / "plans" / \
+        "tfim_hex_8x8_t10_dgx-h100-8.json"
+    need = 36 * 2**30
+    share = default_memory_limit()
+    if share is None or share // 8 >= need:
+        pytest.skip(f"this host's share per rank ({share}) would hold the schedule")
+    proc = subprocess.run(["mpiexec", "-n", "8", mpi_matrix.QSIMDIST, "run", str(plan)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("qsimdist: error:")]
+    assert len(lines) == 1 and "over its memory limit" in lines[0], proc.stderr
