@@ -354,7 +354,7 @@ def run(
     """
     import numpy as np
 
-    from .api import _memory_limit, _to_numpy, check_plan_fits
+    from .api import _to_numpy, check_plan_fits
     from .config import check_gemm
     from .frontends import bitstring_chunks
     from .planner.plan import Plan
@@ -365,10 +365,12 @@ def run(
 
         comm = world()
         p = plan_on_root(lambda: Plan.load(plan_file), comm)
+        from .distributed import rank_memory_limit
         from .executors.mpi import RunStats
 
-        options = {"executor": "mpi", "comm": comm, "memory_limit": _memory_limit(memory_limit)
-                   if memory_limit is not None else None, "stats": RunStats()}
+        # per rank: explicit as given, else the host's share ('none': of its physical memory)
+        options = {"executor": "mpi", "comm": comm,
+                   "memory_limit": rank_memory_limit(memory_limit, comm), "stats": RunStats()}
     else:
         if trace is not None:
             raise InvalidInputError("--trace records distributed runs: launch under mpiexec")
