@@ -20,8 +20,8 @@
   ``(mantissa, exponent)`` comes back in cotengra's convention, so values
   far outside float64's range are right; an exactly zero value is
   ``(0, 0.0)`` whether or not ``check_zero`` is given (quimb's ``nan``
-  without it is never produced). That needs the local executor: under
-  ``executor="mpi"`` such a call raises :class:`~qsimdist.errors.InvalidInputError`.
+  without it is never produced). The local and the MPI executor both do
+  this (under MPI a sharded intermediate's ranks agree on one exponent).
 * Every path converts a quimb network the same way
   (:mod:`qsimdist.frontends.quimb_network`): output indices in the order
   given, and the network's ``exponent`` applied.
@@ -298,25 +298,18 @@ def run_network(net: Network, options: ContractOptions, compute_dtype: str,
     once on rank 0 for the ranks of ``comm`` and the hardware ``profile``,
     broadcast, and run distributed (every rank returns the whole result).
 
-    ``strip_exponent=True`` (local executor only): the result is
+    ``strip_exponent=True`` (local and MPI executors): the result is
     ``(mantissa, exponent)``, the value being ``mantissa * 10**exponent``
     (``max |mantissa| == 1``; ``(zeros, 0.0)`` for an exact zero), with the
     intermediates rescaled as the plan runs, so values beyond the dtype's
     range come out right (:func:`qsimdist.executors.local.execute`).
     ``net.meta["exponent"]`` is not applied here; the callers add it.
 
-    Raises:
-        InvalidInputError: ``strip_exponent`` with the ``"mpi"`` executor.
     """
     from .api import check_plan_fits
     from .planner.simplify import simplify
 
     executor = options.resolved_executor()
-    if strip_exponent and executor != "local":
-        raise InvalidInputError(
-            f"strip_exponent=True needs executor 'local'; executor {executor!r} cannot rescale "
-            "intermediates yet (contract without strip_exponent, or with executor='local')"
-        )
     limit = options.resolved_memory_limit()
     popts = options.resolved_path_options()
     with _inside_qsimdist():
@@ -339,7 +332,8 @@ def run_network(net: Network, options: ContractOptions, compute_dtype: str,
 
             plan = plan_on_root(build, comm)
             out = plan.execute(backend=options.backend, executor="mpi", comm=comm,
-                               memory_limit=limit, gemm=options.gemm)
+                               memory_limit=limit, gemm=options.gemm,
+                               **({"strip_exponent": True} if strip_exponent else {}))
     shape = tuple(net.size_dict[i] for i in net.output)
     if strip_exponent:
         mantissa, exponent = out

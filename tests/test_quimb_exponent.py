@@ -281,13 +281,65 @@ def test_one_conversion_for_every_path():
 
 
 # --------------------------------------------------------------------------- MPI
-def test_strip_exponent_under_the_mpi_executor_is_refused_in_one_line():
-    tn = qtn.TN_rand_reg(6, 3, D=2, seed=1, dtype="float64")
-    with pytest.raises(InvalidInputError, match="strip_exponent=True needs executor 'local'"):
-        with qq.use(executor="mpi"):
-            tn.contract(all, strip_exponent=True)
-    with pytest.raises(InvalidInputError, match="strip_exponent"):
-        qq.contract(tn, strip_exponent=True, executor="mpi")
+MPI_SCRIPT = """
+import numpy as np
+import quimb.tensor as qtn
+from mpi4py import MPI
+
+import qsimdist
+import qsimdist.quimb as qq
+from qsimdist.distributed import distribute, profile_for
+
+comm = MPI.COMM_WORLD
+# the issue's reproducers through the hook, distributed
+psi = qtn.MPS_rand_state(6, 4, seed=42)
+psi.multiply_each_(1e-40)
+tn = psi.make_norm()
+want = tn.contract(all, strip_exponent=True)
+with qq.use(executor="mpi", profile="local-cpu", memory_limit="64KiB") as stats:
+    got = tn.contract(all, strip_exponent=True)
+assert stats.routed >= 1, stats
+assert abs(got[1] - want[1]) < 1e-9 and abs(got[0] - want[0]) < 1e-9 * abs(want[0]), (got, want)
+
+# the executor on a schedule with all-to-alls and sharded steps, every leaf times 2^-100:
+# beyond float range unscaled; scaled, value / 2^(-150 * leaves) equals the plain value
+base = qsimdist.plan("circuits/rqc_4x5_m12.qasm", bitstrings="01010101010101010101",
+                     memory_limit="none")
+plan = distribute(base, profile_for("local-cpu", 1 << 20), comm.Get_size())
+assert plan.schedule.predicted.n_redistributions > 0
+plain = complex(plan.execute(executor="mpi", comm=comm))
+tiny = [np.asarray(a) * 2.0**-100 for a in plan.network.arrays]  # complex64 holds 2^-100
+net = plan.network
+plan.network = type(net)(net.inputs, net.output, net.size_dict, tiny)
+mant, exp = plan.execute(executor="mpi", comm=comm, strip_exponent=True)
+shift = -100 * len(tiny) * np.log10(2.0)
+assert abs(abs(complex(mant)) - 1.0) < 1e-6, mant
+value_exp = exp - shift  # log10 of |plain| recovered from the stripped run
+assert abs(value_exp - np.log10(abs(plain))) < 1e-5, (value_exp, np.log10(abs(plain)))
+phase = complex(mant) / (plain / abs(plain))
+assert abs(phase - 1) < 1e-5, phase
+print("ok", comm.Get_rank())
+"""
+
+
+@pytest.mark.mpi
+def test_strip_exponent_under_the_mpi_executor(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if shutil.which("mpiexec") is None:  # pragma: no cover - the test extra installs mpich
+        pytest.skip("mpiexec not found: pip install 'qsimdist[mpi]'")
+    script = tmp_path / "strip.py"
+    script.write_text(MPI_SCRIPT)
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root))  # this checkout's qsimdist on every rank
+    proc = subprocess.run(["mpiexec", "-n", "2", sys.executable, str(script)], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("ok") == 2
 
 
 def test_executor_strip_exponent_on_a_single_leaf_plan():

@@ -49,12 +49,19 @@ from . import (
 from .local import (
     BufferPool,
     accumulate,
+    accumulate_scaled,
     array_module,
     check_gemm_mode,
+    decimal_mantissa,
     gemm_context,
     load_leaf,
     run_step,
+    scale_by_power_of_two,
+    strip_power_of_two,
 )
+
+#: the exponent a rank reports for an exactly zero shard when ranks agree on one (MAX)
+_NO_EXPONENT = -(1 << 62)
 
 FAULT_ENV = "QSIMDIST_FAULT_INJECT"
 #: ``1``: trace each run's allocations with tracemalloc (``RunStats.traced_peak_bytes``)
@@ -434,12 +441,35 @@ class _GroupRunner:
         return self.device(whole), wire, wire, nbytes
 
     # ---------------------------------------------------------------- run
-    def run(self, assignment: dict[str, int], first_slice: bool):
-        """Contract one slice; returns the whole root (every step's bytes and time recorded)."""
+    def agreed_exponent(self, arr, sharded: bool) -> int | None:
+        """Divide ``arr`` by ``2**e`` (its largest magnitude near 1) and return ``e``; a
+        sharded tensor's ranks agree on the largest ``e`` of their shards (one
+        all-reduce), so the tensor keeps one exponent. ``None``: exactly zero."""
+        from mpi4py import MPI
+
+        mine = strip_power_of_two(arr, self.xp)
+        if not sharded:  # replicated: every rank holds (and strips) the same values
+            return mine
+        e = self.group.allreduce(_NO_EXPONENT if mine is None else mine, op=MPI.MAX)
+        if e == _NO_EXPONENT:
+            return None
+        if mine is not None and mine != e:
+            scale_by_power_of_two(arr, mine - e)
+        return e
+
+    def run(self, assignment: dict[str, int], first_slice: bool, scaled: bool = False):
+        """Contract one slice; returns the whole root (every step's bytes and time recorded).
+
+        ``scaled``: track exponents as ``local.contract_slice_scaled`` does and return
+        ``(root, e)``, the slice's value being ``root * 2**e`` (``e`` None: exactly zero).
+        """
         plan, sched, xp = self.plan, self.sched, self.xp
         held: dict[int, tuple[object, tuple]] = {}
+        exps: dict[int, int | None] = {}
         for k in range(plan.network.num_tensors):
             held[k] = (load_leaf(plan, k, assignment, xp, self.dtype), ())
+            if scaled:  # leaves are whole on every rank
+                exps[k] = strip_power_of_two(held[k][0], xp)
         held_bytes = sum(a.nbytes for a, _ in held.values())
         # the leaves are made outside the pool: their bytes count against its cap until used
         leaves = {id(a): a for a, _ in held.values()}  # (kept alive: no id is reused meanwhile)
@@ -500,6 +530,10 @@ class _GroupRunner:
             self.stats.array_peak_bytes = max(self.stats.array_peak_bytes,
                                               measured + self.pool.held)
             held[s.out] = (out, tuple(rec.out_bits))
+            if scaled:
+                ea, eb = exps.pop(s.lhs), exps.pop(s.rhs)
+                e = self.agreed_exponent(out, bool(rec.out_bits))
+                exps[s.out] = None if e is None or ea is None or eb is None else ea + eb + e
             if self.sample_arrays and j in self.sample_steps:
                 self.stats.traced_array_bytes = max(self.stats.traced_array_bytes,
                                                     _traced_numpy_bytes())
@@ -513,10 +547,10 @@ class _GroupRunner:
             self.stats.step_seconds[j] += time.perf_counter() - t0
             self.stats.sent_bytes += sent
             self.stats.recv_bytes += recv
-        ((root, bits),) = held.values()
+        ((key, (root, bits)),) = held.items()
         if bits:
             raise ExecutionError("the schedule left the result sharded")
-        return root
+        return (root, exps[key]) if scaled else root
 
 
 def _overlap(a: tuple[slice, ...], b: tuple[slice, ...], size, modes):
@@ -553,7 +587,7 @@ def slice_assignment(plan: Plan, s: int) -> dict[str, int]:
 
 def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
             memory_limit: int | None = None, stats: RunStats | None = None,
-            gemm: str = "complex"):
+            gemm: str = "complex", strip_exponent: bool = False):
     """Run ``plan.schedule`` on the ranks of ``comm`` (default ``MPI.COMM_WORLD``).
 
     Returns the whole result on every rank, in the local executor's shape.
@@ -562,6 +596,11 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
     ``gemm``: the local steps' GEMM mode, as for
     :func:`qsimdist.executors.local.execute`. ``memory_limit``: this rank's
     limit (default: the host's available memory shared by its ranks).
+    ``strip_exponent=True`` returns ``(mantissa, exponent)`` as the local
+    executor does: every leaf and step output is rescaled by a power of two
+    as the schedule runs (a sharded output's ranks agree on one exponent with
+    a small all-reduce), the groups' sums meet at a common exponent, and the
+    value is ``mantissa * 10**exponent``.
 
     Every check runs inside the abort scope: a failure on one rank (any
     exception, an interrupt included) prints ``qsimdist: error: rank R: ...``
@@ -580,7 +619,8 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
         if nranks == 1:
             from .local import execute as local_execute
 
-            return local_execute(plan, backend=backend, progress=progress, gemm=gemm)
+            return local_execute(plan, backend=backend, progress=progress, gemm=gemm,
+                                 **({"strip_exponent": True} if strip_exponent else {}))
         raise PlanError(f"this plan has no distributed schedule for {nranks} ranks; make one "
                         f"with 'qsimdist plan … --profile NAME --devices {nranks}'")
     if sched.devices != nranks:
@@ -599,7 +639,8 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
             raise mark_collective(exc) from None
         if backend == "cupy":
             _select_device(xp, comm)
-        return _run(plan, comm, xp, stats, fault, gemm, compiled, need, progress, MPI)
+        return _run(plan, comm, xp, stats, fault, gemm, compiled, need, progress, MPI,
+                    strip_exponent)
     except BaseException as exc:  # noqa: BLE001 - any failure must end every rank
         if is_collective(exc):
             raise
@@ -631,7 +672,7 @@ def _traced_numpy_bytes() -> int:
 
 
 def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool, need: int,
-         progress, MPI):
+         progress, MPI, strip_exponent: bool = False):
     import tracemalloc
 
     sched = plan.schedule
@@ -665,19 +706,33 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
     t0 = time.perf_counter()
     result = None
     with gemm_context(gemm, xp):  # TF32 for this run only
+        exp = None
         for done, s in enumerate(mine, start=1):
             runner.sample_arrays = tracing and xp is np and done in (1, len(mine))
-            root = runner.run(slice_assignment(plan, s), first_slice=done == 1)
-            result = accumulate(result, root.reshape(out_shape), pool)
+            if strip_exponent:
+                root, e = runner.run(slice_assignment(plan, s), done == 1, scaled=True)
+                result, exp = accumulate_scaled(result, exp, root.reshape(out_shape), e, pool)
+            else:
+                root = runner.run(slice_assignment(plan, s), first_slice=done == 1)
+                result = accumulate(result, root.reshape(out_shape), pool)
             stats.slices += 1
             if progress is not None and rank == 0:
                 progress(done, len(mine))
         if result is None:
             result = xp.zeros(out_shape, dtype)
+        if strip_exponent:  # the groups' sums meet at the largest exponent
+            top = across.allreduce(_NO_EXPONENT if exp is None else exp, op=MPI.MAX)
+            if exp is None:
+                result[...] = 0
+            elif top != exp:
+                scale_by_power_of_two(result, exp - top)
+            exp = None if top == _NO_EXPONENT else top
         host = runner.host(result)
         runner.fault_in_collective()
         across.Allreduce(MPI.IN_PLACE, host.reshape(-1))  # a flat view: 0-d buffers fail
         result = runner.device(host)
+        if strip_exponent:
+            result = decimal_mantissa(result, exp, xp)
     stats.seconds = time.perf_counter() - t0
     # an upper bound on what the run added to the process: its resident high-water
     # mark (which may predate the run) less what was resident when it started
