@@ -27,7 +27,7 @@ CASES = [
     ("ghz_n12.qasm", "stars", "forcing", 2),
     ("qft_n10.qasm", "stars", "none", 2),
     ("rqc_4x5_m12.qasm", "one", "forcing", 2),
-    ("rqc_3x4_m12.qasm", "two", "forcing", 4),
+    ("rqc_3x4_m8.qasm", "two", "forcing", 4),
     ("lattice/tfim_rect_3x3_t2.qasm", "stars", "ample", 4),
 ]
 
