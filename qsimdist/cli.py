@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
@@ -680,8 +681,44 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+#: seconds a Ctrl-C'd command may take to unwind before the process ends regardless
+INTERRUPT_GRACE_SECONDS = 5.0
+
+
+def _interrupt_with_deadline() -> None:
+    """SIGINT raises ``KeyboardInterrupt`` as usual, and ends the process anyway if that
+    has not done so within ``INTERRUPT_GRACE_SECONDS`` (a library that swallows the
+    interrupt, or a long native call, must not keep a Ctrl-C'd command running).
+
+    Only the console entry point installs it (one process, its main thread); partial
+    output files are written under temporary names, so nothing half-written is left.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return  # ignored, or someone else's handler: leave it
+
+    def on_sigint(signum, frame):
+        def deadline() -> None:
+            time.sleep(INTERRUPT_GRACE_SECONDS)
+            sys.stderr.write("qsimdist: interrupted\n")
+            sys.stderr.flush()
+            atexit._run_exitfuncs()
+            os._exit(130)
+
+        threading.Thread(target=deadline, name="qsimdist-interrupt-deadline",
+                         daemon=True).start()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+
+
 def console_main() -> None:
     """Console entry point (``qsimdist`` and ``python -m qsimdist``)."""
+    if not _under_mpi():
+        _interrupt_with_deadline()
     _exit_now(main())
 
 

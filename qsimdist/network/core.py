@@ -37,7 +37,15 @@ class Network:
     def __post_init__(self) -> None:
         self.inputs = tuple(tuple(str(i) for i in term) for term in self.inputs)
         self.output = tuple(str(i) for i in self.output)
-        self.size_dict = {str(k): int(v) for k, v in self.size_dict.items()}
+        sizes = {}
+        for k, v in self.size_dict.items():
+            try:
+                sizes[str(k)] = int(v)
+            except (TypeError, ValueError, OverflowError):  # e.g. inf, nan, a string
+                raise InvalidInputError(
+                    f"index {shorten(k)} has extent {shorten(v)}; extents are integers >= 1"
+                ) from None
+        self.size_dict = sizes
         self.validate()
 
     # ------------------------------------------------------------------ checks
