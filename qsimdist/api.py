@@ -14,13 +14,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import (
-    check_dtype,
-    check_gemm,
-    check_order,
-    default_memory_limit,
-    format_bytes,
-    parse_memory,
+from .config import check_dtype, check_gemm, check_order, format_bytes
+from .engine.batching import (
+    BATCH_PLAN_SHARE,
+    MAX_STARS,
+    batches,
+    open_positions,  # noqa: F401  (public: the batcher's grouping)
+)
+from .engine.memory import (
+    MemoryBudget,
+    machine_memory,  # noqa: F401  (public since 0.1)
+)
+from .engine.options import RunOptions
+from .engine.router import (
+    MAX_STATEVECTOR_QUBITS,  # noqa: F401  (public since 0.1)
+    METHODS,
+    Route,
+    fuse_for_network,
+    route_amplitudes,
 )
 from .errors import BitstringError, InvalidInputError, PlanError, shorten
 from .frontends import (
@@ -37,201 +48,28 @@ from .planner.path import PathOptions
 from .planner.plan import Plan, make_plan
 from .planner.simplify import DEFAULT_SEQUENCE, simplify
 
-#: most open qubits (``*``) one pattern may have (2^k amplitudes in one array)
-MAX_STARS = 30
-
-#: flop-equivalents of one second of per-contraction work (building, simplifying, planning);
-#: only the ratio to the model's flops matters when batch widths are compared
-_NOMINAL_FLOP_RATE = 1e10
-#: seconds of per-contraction work per gate (network building and simplification)
-_SECONDS_PER_GATE = 2e-3
-#: a batch qsimdist chose is planned within 1/_BATCH_PLAN_SHARE of the memory limit (the
-#: executor's free buffers and the arrays already held need the rest), and its output may take
-#: at most 1/_BATCH_OUTPUT_SHARE (intermediates need room beside it)
-_BATCH_PLAN_SHARE = 4
-_BATCH_OUTPUT_SHARE = 16
-
-#: widest circuit the statevector route takes (2^40 amplitudes: 16 TiB in complex128)
-MAX_STATEVECTOR_QUBITS = 40
-#: amplitude routes: ``auto`` picks one by predicted cost
-METHODS = ("auto", "statevector", "tensor-network")
-#: seconds per gate a tensor-network contraction spends at least (building the network,
-#: a greedy path, lifetime ordering) — the bound below which no TN estimate is needed
-_TN_SECONDS_PER_GATE = 5e-5
-#: ... and per gate where the network is too large to skip simplification (quimb's
-#: simplification of square_root_7 measured 8.7 s for 7,660 gates, BENCHMARKS.md section 6)
-_TN_SIMPLIFY_SECONDS_PER_GATE = 1e-3
-#: multiply-adds per second assumed for a tensor-network contraction (the path planner's
-#: constant, so that the route, like the path, is the same on every machine)
-_TN_RATE = 1e9
-#: circuits with more gates than this are fused (width 2, diagonal runs kept diagonal)
-#: before their tensor network is built, so simplification sees fewer tensors
-_TN_FUSE_MIN_GATES = 1000
-
-
-@dataclass(frozen=True)
-class RouteChoice:
-    """Which route :func:`amplitudes` takes and the predictions behind the choice.
-
-    ``method`` is ``"statevector"`` (apply the fused gates to the full state in
-    circuit order) or ``"tensor-network"`` (plan and contract one network per
-    batch). Predicted seconds use constants, not a clock; ``None`` where not
-    estimated.
-    """
-
-    method: str
-    reason: str
-    statevector_seconds: float | None = None
-    tensor_network_seconds: float | None = None
-    statevector_bytes: int | None = None
-    fusion_width: int | None = None
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-def _tn_floor(n_gates: int, contractions: int) -> float:
-    """Seconds the tensor-network route spends at least, whatever its path costs."""
-    from .planner.simplify import CHEAP_MAX_TENSORS
-
-    per_gate = (_TN_SECONDS_PER_GATE if n_gates <= CHEAP_MAX_TENSORS
-                else _TN_SIMPLIFY_SECONDS_PER_GATE)
-    return contractions * per_gate * max(n_gates, 1)
-
-
-def _greedy_cost(net: Network) -> float:
-    """Multiply-adds of cotengra's greedy path for ``net`` (path only: no ContractionTree).
-
-    The path comes from cotengrust, the Rust greedy cotengra's ``"greedy"`` runs
-    (the same path), called directly where installed: importing cotengra itself costs
-    about 0.07 s, a tenth of a small circuit's first amplitude when the statevector
-    route wins.
-    """
-    if net.num_tensors < 2:
-        return 0.0
-    try:
-        from cotengrust import optimize_greedy
-    except ImportError:
-        import cotengra as ctg
-
-        from .planner.path import _symbolic
-
-        inputs, output, size_dict, _ = _symbolic(net)
-        path = ctg.array_contract_path(inputs, output, size_dict=size_dict, optimize="greedy")
-    else:
-        # cotengrust takes one character per index: number them, skipping surrogates
-        sym: dict = {}
-        for t in (*net.inputs, net.output):
-            for i in t:
-                if i not in sym:
-                    c = 0x100 + len(sym)
-                    sym[i] = chr(c if c < 0xD800 else c + 0x800)
-        inputs = [[sym[i] for i in t] for t in net.inputs]
-        output = [sym[i] for i in net.output]
-        size_dict = {sym[i]: d for i, d in net.size_dict.items() if i in sym}
-        path = optimize_greedy(inputs, output, size_dict)
-    live = [frozenset(t) for t in inputs]
-    keep = set(output)
-    count: dict[str, int] = {}
-    for t in live:
-        for i in t:
-            count[i] = count.get(i, 0) + 1
-    cost = 0.0
-    for a, b in path:
-        a, b = sorted((a, b))
-        x, y = live.pop(b), live.pop(a)
-        union = x | y
-        cost += math.prod(size_dict[i] for i in union)
-        for i in x & y:
-            count[i] -= 1
-        out = frozenset(i for i in union if i in keep or count[i] > 1)
-        for i in union - out:
-            count[i] -= 1
-        live.append(out)
-    return cost
-
-
-def _tn_seconds(gc: GateCircuit, pattern: str, order: str, contractions: int) -> float:
-    """Predicted seconds of the tensor-network route: per contraction, the greedy path's
-    multiply-adds at ``_TN_RATE`` plus the per-gate floor."""
-    fused = _fuse_for_network(gc)
-    cost = _greedy_cost(amplitude_network(fused, pattern, order))
-    return contractions * cost / _TN_RATE + _tn_floor(len(fused.gates), contractions)
-
-
-def _fuse_for_network(gc: GateCircuit) -> GateCircuit:
-    """``gc`` fused for the tensor-network route (deep circuits only; see _TN_FUSE_MIN_GATES)."""
-    if len(gc.gates) <= _TN_FUSE_MIN_GATES:
-        return gc
-    from .frontends.fusion import fuse
-
-    return fuse(gc, 2, keep_diagonal=True)
+#: the route's record (kept under its first name for callers of 0.1)
+RouteChoice = Route
 
 
 def choose_route(circuit, bitstrings: str | Sequence[str], *, order: str = "qiskit",
                  dtype: str = "complex64", memory_limit: str | int | None = None,
-                 method: str = "auto", executor: str = "local",
-                 contractions: int | None = None) -> RouteChoice:
+                 method: str = "auto", executor: str = "local", backend: str = "numpy",
+                 contractions: int | None = None) -> Route:
     """The route :func:`amplitudes` takes for these arguments (nothing is contracted).
 
     ``statevector`` where the state (and its workspace) fits a quarter of the
-    memory limit (the reserve a batch qsimdist chooses keeps) and its
-    predicted time is below the tensor-network route's (per contraction:
-    greedy path cost plus a per-gate floor; the TN estimate is skipped where
-    the floor alone already loses). ``executor="mpi"`` always
-    takes the tensor-network route.
+    memory limit and its predicted time is below the tensor-network route's;
+    see :func:`qsimdist.engine.router.route_amplitudes`.
     """
-    from .executors.statevector import statevector_bytes
-    from .frontends.fusion import FUSION_WIDTHS, predict_statevector
-
-    if method not in METHODS:
-        raise InvalidInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
-    dtype = check_dtype(dtype)
-    gc = _circuit(circuit)
-    bits = _bitstring_list(bitstrings)
-    if executor != "local":
-        if method == "statevector":
-            raise InvalidInputError(
-                f"method 'statevector' runs in one process; executor {executor!r} takes "
-                "method 'tensor-network' or 'auto'"
-            )
-        return RouteChoice("tensor-network", f"executor {executor!r}")
-    need = statevector_bytes(gc.n_qubits, dtype)
-    bound, _ = _allowed(memory_limit)
-    if method == "tensor-network":
-        return RouteChoice("tensor-network", "requested", statevector_bytes=need)
-    if method == "statevector":
-        if gc.n_qubits > MAX_STATEVECTOR_QUBITS:
-            raise PlanError(f"the statevector of {gc.n_qubits} qubits is too large (at most "
-                            f"{MAX_STATEVECTOR_QUBITS} qubits); use method 'tensor-network'")
-        check_fits(need, memory_limit, f"the statevector of {gc.n_qubits} qubits ({dtype})")
-    # a route qsimdist chooses keeps the reserve a chosen batch keeps (see _plan_batch)
-    elif gc.n_qubits > MAX_STATEVECTOR_QUBITS or (
-            bound is not None and need > bound // _BATCH_PLAN_SHARE):
-        return RouteChoice("tensor-network", "the statevector does not fit the memory limit",
-                           statevector_bytes=need)
-    width, sv = predict_statevector(gc, FUSION_WIDTHS)
-    if method == "statevector":
-        return RouteChoice("statevector", "requested", sv, None, need, width)
-    if contractions is None:
-        fixed = [b for b in bits if "*" not in b]
-        contractions = len(bits) - len(fixed)
-        if len(set(fixed)) > 1:
-            contractions += len(_batches(gc, fixed, dtype, memory_limit))
-        elif fixed:
-            contractions += 1
-    floor = _tn_floor(len(gc.gates), contractions)  # (fusion for the network removes ~10%)
-    if sv <= floor:
-        return RouteChoice("statevector", "predicted below the tensor-network floor", sv, floor,
-                           need, width)
-    tn = _tn_seconds(gc, bits[0], order, contractions)
-    if sv <= tn:
-        return RouteChoice("statevector", "predicted faster", sv, tn, need, width)
-    return RouteChoice("tensor-network", "predicted faster", sv, tn, need, width)
+    return route_amplitudes(_circuit(circuit), _bitstring_list(bitstrings), order=order,
+                            dtype=check_dtype(dtype), budget=MemoryBudget.resolve(memory_limit),
+                            method=method, executor=executor, backend=backend,
+                            contractions=contractions)
 
 
 def _statevector_amplitudes(gc: GateCircuit, bitstrings: list[str], order: str, dtype: str,
-                            route: RouteChoice, progress) -> AmplitudeResult:
+                            route: Route, progress) -> AmplitudeResult:
     """Every requested amplitude read from the full state (fused gates applied in order)."""
     from .executors.statevector import bitstring_amplitudes, pattern_amplitudes, simulate
     from .frontends import open_qubits
@@ -318,56 +156,9 @@ def covering_pattern(bitstrings: str | Sequence[str]) -> str:
     return "".join(chars)
 
 
-def _memory_limit(value) -> int | None:
-    """An explicit limit, or the machine's default (``"none"`` means unlimited)."""
-    if isinstance(value, str) and value.strip().lower() in ("none", "unlimited"):
-        return None
-    return parse_memory(value) if value is not None else default_memory_limit()
-
-
-def machine_memory(meminfo: str = "/proc/meminfo") -> int | None:
-    """This machine's physical memory plus swap (the bound even ``--memory-limit none`` keeps)."""
-    import os
-
-    total = {}
-    try:
-        with open(meminfo, "rb") as fh:
-            for line in fh.read(1 << 16).decode("ascii", "replace").splitlines():
-                fields = line.split()
-                if len(fields) >= 2 and fields[0] in ("MemTotal:", "SwapTotal:"):
-                    scale = 1024 if len(fields) > 2 and fields[2].lower() == "kb" else 1
-                    total[fields[0]] = int(fields[1]) * scale
-    except (OSError, ValueError):
-        total = {}
-    if "MemTotal:" in total:
-        return total["MemTotal:"] + total.get("SwapTotal:", 0)
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _allowed(memory_limit) -> tuple[int | None, bool]:
-    """Bytes a computation may allocate, and whether that is the machine's bound for ``none``."""
-    limit = _memory_limit(memory_limit)
-    if limit is not None:
-        return limit, False
-    return machine_memory(), True
-
-
 def check_fits(need: int, memory_limit, what: str) -> None:
-    """Refuse (PlanError) when ``need`` bytes exceed the limit (``none``: the machine's memory)."""
-    bound, machine = _allowed(memory_limit)
-    if bound is None or need <= bound:
-        return
-    if machine:
-        raise PlanError(
-            f"{what} needs {format_bytes(need)}, more than this machine's physical memory + swap "
-            f"({format_bytes(bound)}), which bounds even --memory-limit none"
-        )
-    raise PlanError(
-        f"memory limit {format_bytes(bound)} is too small: {what} needs {format_bytes(need)}"
-    )
+    """Refuse (PlanError) when ``need`` bytes exceed the budget (``none``: the machine's memory)."""
+    MemoryBudget.resolve(memory_limit).check(need, what)
 
 
 def check_plan_fits(plan: Plan, memory_limit=None) -> None:
@@ -390,7 +181,7 @@ def _check_output(n_open: int, dtype: str, memory_limit, bounded_none: bool = Tr
             f"{n_open} open qubits would batch 2^{n_open} amplitudes; at most {MAX_STARS} '*' "
             "are allowed"
         )
-    if not bounded_none and _memory_limit(memory_limit) is None:
+    if not bounded_none and MemoryBudget.resolve(memory_limit).unbounded:
         return
     need = (1 << n_open) * np.dtype(dtype).itemsize
     check_fits(need, memory_limit, f"the output of {n_open} open qubits alone ({dtype})")
@@ -450,7 +241,7 @@ def plan(
     """
     dtype = check_dtype(dtype)
     check_order(order)
-    limit = _memory_limit(memory_limit)
+    limit = MemoryBudget.resolve(memory_limit).limit
     opts = _path_options(path_options, max_time, max_repeats)
     obj = load(circuit)
     if isinstance(obj, Network):
@@ -591,116 +382,6 @@ class AmplitudeResult:
         }
 
 
-def _bit_codes(bits: list[str], n: int) -> np.ndarray:
-    """Bitstrings (0/1 only) as rows of uint64 words; character j is bit j % 64 of word j // 64."""
-    words = (n + 63) // 64
-    raw = np.frombuffer("".join(bits).encode("ascii"), dtype=np.uint8).reshape(len(bits), n)
-    padded = np.zeros((len(bits), words * 64), dtype=bool)
-    padded[:, :n] = raw == ord("1")
-    return np.packbits(padded, axis=1, bitorder="little").view("<u8").reshape(len(bits), words)
-
-
-def _distinct(codes: np.ndarray, keep: np.ndarray) -> int:
-    masked = codes & keep
-    if masked.shape[1] == 1:
-        return int(np.unique(masked[:, 0]).size)
-    return int(np.unique(masked, axis=0).shape[0])
-
-
-def open_positions(bitstrings: list[str], max_open: int) -> tuple[list[int], list[int]]:
-    """Greedy choice of the characters to leave open (``*``) when batching bitstrings.
-
-    Returns ``(positions, groups)``: ``positions`` in the order they are
-    opened, and ``groups[k]`` the number of contractions needed with the first
-    ``k`` positions open (bitstrings agreeing elsewhere share one). Each step
-    opens the position that merges the most groups; ties go to the rightmost
-    character, so the leftmost ones stay fixed (for random bitstrings every
-    choice ties; which characters stay fixed changes the network, not the
-    number of contractions).
-    """
-    n = len(bitstrings[0])
-    codes = np.unique(_bit_codes(bitstrings, n), axis=0)
-    words = codes.shape[1]
-    raw = np.frombuffer("".join(bitstrings).encode("ascii"), np.uint8).reshape(-1, n)
-    ones = (raw == ord("1")).mean(axis=0)
-    keep = np.full(words, np.uint64(0xFFFFFFFFFFFFFFFF))
-    positions: list[int] = []
-    groups = [codes.shape[0]]
-    candidates = [j for j in range(n) if 0.0 < ones[j] < 1.0]
-    keys = codes[:, 0] if words == 1 else None  # distinct keys so far (sorted), one word
-    while candidates and len(positions) < max_open and groups[-1] > 1:
-        best = None
-        for j in candidates:
-            trial = keep.copy()
-            trial[j // 64] &= ~np.uint64(1 << (j % 64))
-            if keys is not None:
-                # opening j merges each key having bit j set with its partner without it
-                bit = np.uint64(1 << j)
-                high = keys[(keys & bit) != 0]
-                partner = high ^ bit
-                found = np.searchsorted(keys, partner)
-                found[found == keys.size] = 0
-                count = int(keys.size - np.count_nonzero(keys[found] == partner))
-            else:
-                count = _distinct(codes, trial)
-            key = (count, -j)
-            if best is None or key < best[0]:
-                best = (key, trial)
-        (count, neg_j), keep = best
-        j = -neg_j
-        if keys is not None:
-            keys = np.unique(keys & keep[0])
-        positions.append(j)
-        candidates.remove(j)
-        groups.append(count)
-    return positions, groups
-
-
-def _batch_cost(circuit: GateCircuit, groups: list[int]) -> list[float]:
-    """Model of the total cost with ``k`` open positions, for each ``k``.
-
-    ``groups[k]`` contractions, each costing a fixed part (building,
-    simplifying and planning the network, ~2 ms per gate, in flop-equivalents)
-    plus ``2^k`` outputs times a per-amplitude part (8 flops times the
-    state-vector work of the multi-qubit gates). Only the ratios matter.
-    """
-    n = circuit.n_qubits
-    per_amp = 8.0 * (n + sum(2 ** len(g.qubits) for g in circuit.gates if len(g.qubits) > 1))
-    fixed = _SECONDS_PER_GATE * (len(circuit.gates) + n) * _NOMINAL_FLOP_RATE
-    return [g * (fixed + per_amp * 2.0**k) for k, g in enumerate(groups)]
-
-
-def _batches(circuit: GateCircuit, bits: list[str], dtype: str, memory_limit) -> list[tuple]:
-    """Group star-free bitstrings into patterns: [(pattern, [indices into bits], [offsets])]."""
-    n = circuit.n_qubits
-    bound, _ = _allowed(memory_limit)
-    max_open = min(MAX_STARS, n)
-    if bound is not None:
-        fit = bound // (_BATCH_OUTPUT_SHARE * np.dtype(dtype).itemsize)
-        max_open = min(max_open, max(0, int(fit).bit_length() - 1))
-    positions, groups = open_positions(bits, max_open)
-    cost = _batch_cost(circuit, groups)
-    k = min(range(len(cost)), key=lambda j: (cost[j], -j))
-    opened = sorted(positions[:k])
-    if not opened:
-        unique: dict[str, list[int]] = {}
-        for i, b in enumerate(bits):
-            unique.setdefault(b, []).append(i)
-        return [(b, idx, [0] * len(idx)) for b, idx in unique.items()]
-    raw = np.frombuffer("".join(bits).encode("ascii"), np.uint8).reshape(len(bits), n)
-    weights = np.array([1 << (k - 1 - j) for j in range(k)], dtype=np.int64)
-    offsets = (raw[:, opened] == ord("1")).astype(np.int64) @ weights
-    keyed = raw.copy()
-    keyed[:, opened] = ord("*")
-    patterns = keyed.view(f"S{n}").ravel()
-    out: dict[bytes, tuple[list[int], list[int]]] = {}
-    for i, (p, off) in enumerate(zip(patterns.tolist(), offsets.tolist())):
-        entry = out.setdefault(p, ([], []))
-        entry[0].append(i)
-        entry[1].append(off)
-    return [(p.decode("ascii"), idx, offs) for p, (idx, offs) in out.items()]
-
-
 def _plan_batch(net: Network, dtype: str, limit: int | None, opts: PathOptions,
                 chosen: bool) -> Plan:
     """Plan one contraction; a batch qsimdist chose itself must peak within a quarter of the limit.
@@ -714,10 +395,10 @@ def _plan_batch(net: Network, dtype: str, limit: int | None, opts: PathOptions,
     re-planned within the quarter (the path search is cached by structure).
     """
     full = make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts)
-    if not chosen or limit is None or _BATCH_PLAN_SHARE * full.stats.peak_bytes <= limit:
+    if not chosen or limit is None or BATCH_PLAN_SHARE * full.stats.peak_bytes <= limit:
         return full
     try:
-        return make_plan(net, dtype=dtype, memory_limit=limit // _BATCH_PLAN_SHARE,
+        return make_plan(net, dtype=dtype, memory_limit=limit // BATCH_PLAN_SHARE,
                          path_options=opts)
     except PlanError:
         return full
@@ -777,37 +458,34 @@ def amplitudes(
     """
     if method not in METHODS:
         raise InvalidInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
-    dtype = check_dtype(dtype)
     check_order(order)
-    check_gemm(gemm, backend, dtype)
+    run_options = RunOptions.resolve(dtype=dtype, memory_limit=memory_limit, backend=backend,
+                                     executor=executor, comm=comm, gemm=gemm)
+    dtype = run_options.dtype
     opts = _path_options(path_options, max_time, max_repeats)
     common = dict(order=order, dtype=dtype, simplify_sequence=simplify_sequence, opts=opts,
                   progress=progress, batch=batch, method=method)
     if executor == "mpi":
-        return distributed_amplitudes(circuit, bitstrings, memory_limit=memory_limit,
-                                      backend=backend, comm=comm, profile=profile, gemm=gemm,
-                                      **common)
-    if executor != "local":
-        from .executors import get_executor
-
-        get_executor(executor)  # unknown names raise with the valid list
-    limit = _memory_limit(memory_limit)
-    gc, bitstrings = _amplitude_inputs(circuit, bitstrings, dtype, order, memory_limit)
-    route = choose_route(gc, bitstrings, order=order, dtype=dtype,
-                         memory_limit=limit if limit is not None else "none", method=method)
+        return distributed_amplitudes(circuit, bitstrings, memory_limit=run_options.memory,
+                                      backend=backend, comm=run_options.comm, profile=profile,
+                                      gemm=gemm, **common)
+    budget = run_options.memory
+    gc, bitstrings = _amplitude_inputs(circuit, bitstrings, dtype, order, budget)
+    route = route_amplitudes(gc, bitstrings, order=order, dtype=dtype, budget=budget,
+                             method=method, backend=backend)
     if route.method == "statevector":
         return _statevector_amplitudes(gc, bitstrings, order, dtype, route, progress)
 
     def make(net: Network, chosen: bool) -> Plan:
-        p = _plan_batch(net, dtype, limit, opts, chosen=chosen)
+        p = _plan_batch(net, dtype, budget.limit, opts, chosen=chosen)
         # the bound fixed at the start: a default re-read mid-run would shrink with our arrays
-        check_plan_fits(p, limit if limit is not None else "none")
+        check_plan_fits(p, budget)
         return p
 
     def run(p: Plan):
         return p.execute(backend=backend, gemm=gemm)
 
-    return _network_amplitudes(gc, bitstrings, route, limit, memory_limit, make, run, **common)
+    return _network_amplitudes(gc, bitstrings, route, budget, make, run, **common)
 
 
 def _amplitude_inputs(circuit, bitstrings, dtype: str, order: str,
@@ -824,8 +502,8 @@ def _amplitude_inputs(circuit, bitstrings, dtype: str, order: str,
     return gc, bitstrings
 
 
-def _network_amplitudes(gc: GateCircuit, bitstrings: list[str], route: RouteChoice,
-                        limit: int | None, memory_limit, make: Callable[[Network, bool], Plan],
+def _network_amplitudes(gc: GateCircuit, bitstrings: list[str], route: Route,
+                        budget: MemoryBudget, make: Callable[[Network, bool], Plan],
                         run: Callable[[Plan], object], *, order: str, dtype: str,
                         simplify_sequence: str, opts: PathOptions, progress, batch: bool,
                         method: str) -> AmplitudeResult:
@@ -835,14 +513,14 @@ def _network_amplitudes(gc: GateCircuit, bitstrings: list[str], route: RouteChoi
     chose itself) and ``run(plan)`` executes it; contractions with the same
     network structure reuse one plan.
     """
-    gc_net = _fuse_for_network(gc)
+    gc_net = fuse_for_network(gc)
     # work items: (pattern, [(slot in the result, offsets in its array or None for all)])
     fixed = [i for i, b in enumerate(bitstrings) if "*" not in b]
     work: list[tuple[str, list[int], list[int] | None]] = [
         (b, [i], None) for i, b in enumerate(bitstrings) if "*" in b
     ]
     if fixed and batch:
-        for pattern, idx, offs in _batches(gc, [bitstrings[i] for i in fixed], dtype, memory_limit):
+        for pattern, idx, offs in batches(gc, [bitstrings[i] for i in fixed], dtype, budget):
             work.append((pattern, [fixed[i] for i in idx], offs))
     elif fixed:
         work.extend((bitstrings[i], [i], [0]) for i in fixed)
@@ -857,8 +535,8 @@ def _network_amplitudes(gc: GateCircuit, bitstrings: list[str], route: RouteChoi
     plans: dict = {}
     for done, (pattern, slots, offs) in enumerate(work, start=1):
         t0 = time.perf_counter()
-        net = _simplify(amplitude_network(gc_net, pattern, order), simplify_sequence, limit,
-                        dtype)
+        net = _simplify(amplitude_network(gc_net, pattern, order), simplify_sequence,
+                        budget.limit, dtype)
         key = (tuple(map(tuple, net.inputs)), tuple(net.output),
                tuple(sorted(net.size_dict.items())))
         known = plans.get(key)
@@ -904,19 +582,22 @@ def distributed_amplitudes(circuit, bitstrings, *, memory_limit=None, backend: s
     Where the statevector route fits one rank's memory limit and is predicted
     faster, rank 0 takes it alone. ``memory_limit`` is per rank (default: the
     host's available memory shared by its ranks, see
-    :func:`qsimdist.distributed.rank_memory_limit`). Every rank returns the
+    :class:`qsimdist.engine.MemoryBudget`). Every rank returns the
     result; ``stats["ranks"]`` holds each rank's measured bytes and memory.
     """
-    from .distributed import Coordinator, distribute, profile_for, rank_memory_limit, world
+    from .engine.distributed import Coordinator, distribute, profile_for, world
     from .executors.mpi import RunStats, agreed_fault, fault_point
 
     comm = comm if comm is not None else world()
     opts = opts if opts is not None else PathOptions()
     agreed_fault(comm)
     fault_point("start", comm)
-    mine = rank_memory_limit(memory_limit, comm)
+    budget = MemoryBudget.resolve(memory_limit, comm)
+    mine = budget.limit
     known = [lim for lim in comm.allgather(mine) if lim is not None]
     limit = min(known) if known else None  # rank 0 plans for the tightest rank
+    if limit is not None and limit != mine:
+        budget = dataclasses.replace(budget, limit=limit, bound=limit)
     per_rank: dict = {}
 
     def run(p: Plan):
@@ -934,9 +615,9 @@ def distributed_amplitudes(circuit, bitstrings, *, memory_limit=None, backend: s
         prof = profile_for(profile or "local-cpu", limit)
         gc = _circuit(circuit)
         bits = bitstrings(gc.n_qubits) if callable(bitstrings) else bitstrings
-        gc, bits = _amplitude_inputs(gc, bits, dtype, order, limit)
-        route = choose_route(gc, bits, order=order, dtype=dtype,
-                             memory_limit=limit if limit is not None else "none", method=method)
+        gc, bits = _amplitude_inputs(gc, bits, dtype, order, budget)
+        route = route_amplitudes(gc, bits, order=order, dtype=dtype, budget=budget,
+                                 method=method, backend=backend)
         if route.method == "statevector":
             res = _statevector_amplitudes(gc, bits, order, dtype, route, progress)
             res.stats["route"]["reason"] += " (rank 0 alone)"
@@ -946,7 +627,7 @@ def distributed_amplitudes(circuit, bitstrings, *, memory_limit=None, backend: s
             one = make_plan(net, dtype=dtype, memory_limit=None, path_options=opts)
             return distribute(one, prof, comm.Get_size())
 
-        res = _network_amplitudes(gc, bits, route, limit, limit, make, execute, order=order,
+        res = _network_amplitudes(gc, bits, route, budget, make, execute, order=order,
                                   dtype=dtype, simplify_sequence=simplify_sequence, opts=opts,
                                   progress=progress, batch=batch, method=method)
         res.stats["ranks"] = [per_rank[r] for r in sorted(per_rank)]

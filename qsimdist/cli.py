@@ -362,11 +362,11 @@ def run(
 
     options: dict = {}
     if _under_mpi():
-        from .distributed import plan_on_root, world
+        from .engine.distributed import plan_on_root, world
 
         comm = world()
         p = plan_on_root(lambda: Plan.load(plan_file), comm)
-        from .distributed import rank_memory_limit
+        from .engine.distributed import rank_memory_limit
         from .executors.mpi import RunStats
 
         # per rank: explicit as given, else the host's share ('none': of its physical memory)
@@ -580,7 +580,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     job; a command that succeeds ends with every rank on one barrier.
     """
     if _under_mpi():
-        from .distributed import abort_on_signals
+        from .executors.liveness import abort_on_signals
 
         abort_on_signals()
     _agreed.clear()
@@ -589,13 +589,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     except BaseException as exc:  # escaped every handler: under MPI, every rank must end
         world = _mpi_world()
         if world is not None:
-            from .distributed import fail_rank
+            from .executors.liveness import fail_rank
 
             fail_rank(world, exc)
         raise
     world = _mpi_world()
     if world is not None:
-        from .distributed import barrier_sleeping, fail_rank
+        from .executors.liveness import barrier_sleeping, fail_rank
 
         if rv not in (0, None) and not _agreed:  # this rank alone failed (file error, ^C)
             fail_rank(world, SystemExit(rv), code=rv)
@@ -627,7 +627,7 @@ def _main(argv: Optional[list[str]] = None) -> int:
     except QsimdistError as exc:
         world = _mpi_world()
         if world is not None:
-            from .distributed import fail_rank, is_collective
+            from .executors.liveness import fail_rank, is_collective
 
             if not is_collective(exc):  # one rank's error: every rank must end
                 fail_rank(world, exc)

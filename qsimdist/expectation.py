@@ -456,7 +456,7 @@ class ExpectationEngine:
             self.path_options = PathOptions(**self.path_options)
         self._limit = _limit(self.memory_limit)
         if self.executor == "mpi":
-            from .distributed import profile_for, world
+            from .engine.distributed import profile_for, world
 
             if self.comm is None:
                 self.comm = world()
@@ -473,7 +473,7 @@ class ExpectationEngine:
             self.stats.plans_reused += 1
             return dataclasses.replace(known, network=net, meta=dict(net.meta))
         if self.executor == "mpi":
-            from .distributed import distribute, plan_on_root
+            from .engine.distributed import distribute, plan_on_root
 
             def build() -> Plan:
                 one = make_plan(net, dtype=self.dtype, memory_limit=None,

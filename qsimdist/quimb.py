@@ -321,7 +321,7 @@ def run_network(net: Network, options: ContractOptions, compute_dtype: str,
             out = plan.execute(backend=options.backend, gemm=options.gemm,
                                **({"strip_exponent": True} if strip_exponent else {}))
         else:
-            from .distributed import distribute, plan_on_root, profile_for, world
+            from .engine.distributed import distribute, plan_on_root, profile_for, world
 
             comm = options.comm if options.comm is not None else world()
             prof = profile_for(options.profile or "local-cpu", limit)

@@ -108,7 +108,7 @@ class Contractor:
         self.comm = comm
         self.profile = None
         if executor == "mpi":
-            from .distributed import profile_for, world
+            from .engine.distributed import profile_for, world
 
             self.comm = comm if comm is not None else world()
             self.profile = profile_for(profile or "local-cpu", self.limit)
@@ -148,7 +148,7 @@ class Contractor:
             plan = dataclasses.replace(known, network=net, meta=dict(net.meta))
             self.stats.plans_reused += 1
         elif self.executor == "mpi":
-            from .distributed import distribute, plan_on_root
+            from .engine.distributed import distribute, plan_on_root
 
             def build(net=net):
                 one = make_plan(net, dtype=self.dtype, memory_limit=None,

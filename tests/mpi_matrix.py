@@ -104,7 +104,7 @@ def forcing_limit(name: str, bits: list[str], ranks: int) -> tuple[int | None, b
     the peak itself."""
     import qsimdist
     from qsimdist.api import _circuit, choose_route, covering_pattern
-    from qsimdist.distributed import distribute, profile_for
+    from qsimdist.engine.distributed import distribute, profile_for
     from qsimdist.errors import QsimdistError
 
     order = "natural" if name == "n30" else "qiskit"

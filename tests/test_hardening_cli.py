@@ -23,6 +23,7 @@ from qiskit import QuantumCircuit, qasm2
 from qiskit.quantum_info import Statevector
 
 import qsimdist
+import qsimdist.engine.memory
 from qsimdist.cli import main
 from qsimdist.errors import BitstringError, PlanError, QsimdistError
 
@@ -235,7 +236,7 @@ def test_run_refuses_a_plan_above_the_memory_limit(capsys, tmp_path):
 
 
 def test_none_limit_is_still_bounded_by_the_machine(monkeypatch):
-    monkeypatch.setattr(qsimdist.api, "machine_memory", lambda: 1024)
+    monkeypatch.setattr(qsimdist.engine.memory, "machine_memory", lambda: 1024)
     with pytest.raises(PlanError) as info:
         qsimdist.amplitudes(hadamards(10), "*" * 10, memory_limit="none")
     assert "none" in str(info.value) and "1.00 KiB" in str(info.value)

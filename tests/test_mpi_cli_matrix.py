@@ -65,7 +65,7 @@ SCALAR_SCRIPT = """
 import numpy as np
 from mpi4py import MPI
 import qsimdist
-from qsimdist.distributed import distribute, plan_on_root, profile_for
+from qsimdist.engine.distributed import distribute, plan_on_root, profile_for
 from qsimdist.network import Network
 
 rng = np.random.default_rng(3)

@@ -161,14 +161,14 @@ def test_slice_from_a_preferred_set(seed):
     exceeds the target, and the fast cost evaluator agrees with the built plan."""
     import math
 
-    from qsimdist.planner.path import _SliceCosts, slice_from, slice_path
+    from qsimdist.planner.path import SliceCosts, slice_from, slice_path
     from qsimdist.planner.plan import build_plan
 
     net = random_network(seed, n=24, n_out=2)
     plan = make_plan(net, dtype="complex128", path_options=PathOptions(max_repeats=4))
     width = plan.stats.max_intermediate
     prefer = slice_path(net, plan.path, max(2, width // 8))
-    costs = _SliceCosts(net, plan.path)
+    costs = SliceCosts(net, plan.path)
     # no slicing goes below the largest tensor over output indices alone
     floor = max(
         math.prod(net.size_dict[costs.names[j]] for j in row.nonzero()[0]
@@ -207,7 +207,7 @@ def test_cheap_networks_skip_the_hyper_search_whatever_max_repeats(monkeypatch):
     monkeypatch.setattr(path_mod, "_hyper_search", counting)
     opts = PathOptions(max_repeats=4, cache=False)
     cheap = random_network(3, n=30)
-    inputs, output, size_dict, _ = path_mod._symbolic(cheap)
+    inputs, output, size_dict, _ = cheap.symbolic()
     greedy = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
     assert greedy.contraction_cost() <= path_mod.NO_SEARCH_COST
     result = path_mod.find_path(cheap, opts)
@@ -221,10 +221,9 @@ def test_cheap_networks_skip_the_hyper_search_whatever_max_repeats(monkeypatch):
 def test_route_greedy_cost_is_cotengras_greedy(seed):
     """The route choice prices the tensor-network route by cotengrust's greedy path directly
     (no cotengra import); it must be the cost of cotengra's own 'greedy' path."""
-    from qsimdist.api import _greedy_cost
-    from qsimdist.planner.path import _symbolic
+    from qsimdist.engine.router import greedy_cost as _greedy_cost
 
     net = random_network(seed, n=40, n_out=2)
-    inputs, output, size_dict, _ = _symbolic(net)
+    inputs, output, size_dict, _ = net.symbolic()
     tree = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
     assert _greedy_cost(net) == pytest.approx(float(tree.contraction_cost()), rel=1e-12)

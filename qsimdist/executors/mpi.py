@@ -162,7 +162,7 @@ def fault_point(point: str, comm) -> None:
 def agreed_fault(comm):
     """Every rank's fault spec, checked together: a bad or out-of-range spec on any rank
     raises the same error on every rank (collectively agreed)."""
-    from ..distributed import mark_collective
+    from .liveness import mark_collective
 
     try:
         fault, problem = check_fault(parse_fault(os.environ.get(FAULT_ENV)),
@@ -177,7 +177,7 @@ def agreed_fault(comm):
 
 def ranks_on_host(comm) -> int:
     """How many ranks of ``comm`` share this rank's host (its shared-memory group)."""
-    MPI = _mpi()
+    MPI = mpi_module()
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
         return local.Get_size()
@@ -200,7 +200,7 @@ def default_rank_limit(comm) -> int | None:
     return whole // max(1, ranks_on_host(comm))
 
 
-def _mpi():
+def mpi_module():
     try:
         from mpi4py import MPI
     except ImportError as exc:
@@ -609,7 +609,7 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
     """
     if plan.network.arrays is None:
         raise InvalidInputError("this plan's network has no arrays; nothing to contract")
-    MPI = _mpi()
+    MPI = mpi_module()
     comm = comm if comm is not None else MPI.COMM_WORLD
     nranks, rank = comm.Get_size(), comm.Get_rank()
     stats = stats if stats is not None else RunStats()
@@ -626,7 +626,7 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
     if sched.devices != nranks:
         raise PlanError(f"the schedule is for {sched.devices} ranks but {nranks} are running; "
                         f"launch with mpiexec -n {sched.devices}")
-    from ..distributed import fail_rank, is_collective, mark_collective
+    from .liveness import fail_rank, is_collective, mark_collective
 
     try:
         fault = agreed_fault(comm)

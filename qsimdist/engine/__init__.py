@@ -1,0 +1,20 @@
+"""The runtime layer between the entry points and the planner/executors.
+
+* :class:`RunOptions` — dtype, memory budget, array backend, executor, GEMM
+  mode: validated and resolved once per call (:mod:`.options`,
+  :mod:`.memory`);
+* the router (:mod:`.router`) — one cost model prices the statevector engine
+  against the tensor-network methods for what is asked (amplitudes, shots,
+  Pauli terms) and picks the cheapest; the :class:`Route` goes into every
+  result's metadata;
+* :mod:`.batching` — which characters of many bitstrings one contraction
+  leaves open;
+* :mod:`.distributed` — under ``mpiexec``, rank 0 plans and every rank runs.
+"""
+
+from .memory import MemoryBudget, machine_memory
+from .options import RunOptions, check_backend
+from .router import Route, route_amplitudes, route_state_reading
+
+__all__ = ["MemoryBudget", "Route", "RunOptions", "check_backend", "machine_memory",
+           "route_amplitudes", "route_state_reading"]

@@ -1,0 +1,143 @@
+"""Batching star-free bitstrings into patterns: which characters to leave open, priced.
+
+Bitstrings that agree on most characters share one contraction with the
+differing characters open (``*``); :func:`batches` picks how many to open by a
+cost model (:func:`batch_cost`: per contraction a fixed part, plus ``2^k``
+outputs times a per-amplitude part) within the memory budget.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..frontends import GateCircuit
+from .memory import MemoryBudget
+
+#: most open qubits (``*``) one pattern may have (2^k amplitudes in one array)
+MAX_STARS = 30
+
+#: flop-equivalents of one second of per-contraction work (building, simplifying, planning);
+#: only the ratio to the model's flops matters when batch widths are compared
+NOMINAL_FLOP_RATE = 1e10
+#: seconds of per-contraction work per gate (network building and simplification)
+SECONDS_PER_GATE = 2e-3
+#: a batch qsimdist chose is planned within 1/BATCH_PLAN_SHARE of the memory limit (the
+#: executor's free buffers and the arrays already held need the rest), and its output may take
+#: at most 1/BATCH_OUTPUT_SHARE (intermediates need room beside it)
+BATCH_PLAN_SHARE = 4
+BATCH_OUTPUT_SHARE = 16
+
+
+def _bit_codes(bits: list[str], n: int) -> np.ndarray:
+    """Bitstrings (0/1 only) as rows of uint64 words; character j is bit j % 64 of word j // 64."""
+    words = (n + 63) // 64
+    raw = np.frombuffer("".join(bits).encode("ascii"), dtype=np.uint8).reshape(len(bits), n)
+    padded = np.zeros((len(bits), words * 64), dtype=bool)
+    padded[:, :n] = raw == ord("1")
+    return np.packbits(padded, axis=1, bitorder="little").view("<u8").reshape(len(bits), words)
+
+
+def _distinct(codes: np.ndarray, keep: np.ndarray) -> int:
+    masked = codes & keep
+    if masked.shape[1] == 1:
+        return int(np.unique(masked[:, 0]).size)
+    return int(np.unique(masked, axis=0).shape[0])
+
+
+def open_positions(bitstrings: list[str], max_open: int) -> tuple[list[int], list[int]]:
+    """Greedy choice of the characters to leave open (``*``) when batching bitstrings.
+
+    Returns ``(positions, groups)``: ``positions`` in the order they are
+    opened, and ``groups[k]`` the number of contractions needed with the first
+    ``k`` positions open (bitstrings agreeing elsewhere share one). Each step
+    opens the position that merges the most groups; ties go to the rightmost
+    character, so the leftmost ones stay fixed (for random bitstrings every
+    choice ties; which characters stay fixed changes the network, not the
+    number of contractions).
+    """
+    n = len(bitstrings[0])
+    codes = np.unique(_bit_codes(bitstrings, n), axis=0)
+    words = codes.shape[1]
+    raw = np.frombuffer("".join(bitstrings).encode("ascii"), np.uint8).reshape(-1, n)
+    ones = (raw == ord("1")).mean(axis=0)
+    keep = np.full(words, np.uint64(0xFFFFFFFFFFFFFFFF))
+    positions: list[int] = []
+    groups = [codes.shape[0]]
+    candidates = [j for j in range(n) if 0.0 < ones[j] < 1.0]
+    keys = codes[:, 0] if words == 1 else None  # distinct keys so far (sorted), one word
+    while candidates and len(positions) < max_open and groups[-1] > 1:
+        best = None
+        for j in candidates:
+            trial = keep.copy()
+            trial[j // 64] &= ~np.uint64(1 << (j % 64))
+            if keys is not None:
+                # opening j merges each key having bit j set with its partner without it
+                bit = np.uint64(1 << j)
+                high = keys[(keys & bit) != 0]
+                partner = high ^ bit
+                found = np.searchsorted(keys, partner)
+                found[found == keys.size] = 0
+                count = int(keys.size - np.count_nonzero(keys[found] == partner))
+            else:
+                count = _distinct(codes, trial)
+            key = (count, -j)
+            if best is None or key < best[0]:
+                best = (key, trial)
+        (count, neg_j), keep = best
+        j = -neg_j
+        if keys is not None:
+            keys = np.unique(keys & keep[0])
+        positions.append(j)
+        candidates.remove(j)
+        groups.append(count)
+    return positions, groups
+
+
+def batch_cost(circuit: GateCircuit, groups: list[int]) -> list[float]:
+    """Model of the total cost with ``k`` open positions, for each ``k``.
+
+    ``groups[k]`` contractions, each costing a fixed part (building,
+    simplifying and planning the network, ~2 ms per gate, in flop-equivalents)
+    plus ``2^k`` outputs times a per-amplitude part (8 flops times the
+    state-vector work of the multi-qubit gates). Only the ratios matter.
+    """
+    n = circuit.n_qubits
+    per_amp = 8.0 * (n + sum(2 ** len(g.qubits) for g in circuit.gates if len(g.qubits) > 1))
+    fixed = SECONDS_PER_GATE * (len(circuit.gates) + n) * NOMINAL_FLOP_RATE
+    return [g * (fixed + per_amp * 2.0**k) for k, g in enumerate(groups)]
+
+
+def batches(circuit: GateCircuit, bits: list[str], dtype: str,
+            budget: MemoryBudget) -> list[tuple]:
+    """Group star-free bitstrings into patterns: [(pattern, [indices into bits], [offsets])]."""
+    n = circuit.n_qubits
+    bound = budget.bound
+    max_open = min(MAX_STARS, n)
+    if bound is not None:
+        fit = bound // (BATCH_OUTPUT_SHARE * np.dtype(dtype).itemsize)
+        max_open = min(max_open, max(0, int(fit).bit_length() - 1))
+    positions, groups = open_positions(bits, max_open)
+    cost = batch_cost(circuit, groups)
+    k = min(range(len(cost)), key=lambda j: (cost[j], -j))
+    opened = sorted(positions[:k])
+    if not opened:
+        unique: dict[str, list[int]] = {}
+        for i, b in enumerate(bits):
+            unique.setdefault(b, []).append(i)
+        return [(b, idx, [0] * len(idx)) for b, idx in unique.items()]
+    raw = np.frombuffer("".join(bits).encode("ascii"), np.uint8).reshape(len(bits), n)
+    weights = np.array([1 << (k - 1 - j) for j in range(k)], dtype=np.int64)
+    offsets = (raw[:, opened] == ord("1")).astype(np.int64) @ weights
+    keyed = raw.copy()
+    keyed[:, opened] = ord("*")
+    patterns = keyed.view(f"S{n}").ravel()
+    out: dict[bytes, tuple[list[int], list[int]]] = {}
+    for i, (p, off) in enumerate(zip(patterns.tolist(), offsets.tolist())):
+        entry = out.setdefault(p, ([], []))
+        entry[0].append(i)
+        entry[1].append(off)
+    return [(p.decode("ascii"), idx, offs) for p, (idx, offs) in out.items()]
+
+
+__all__ = ["BATCH_OUTPUT_SHARE", "BATCH_PLAN_SHARE", "MAX_STARS", "batch_cost", "batches",
+           "open_positions"]

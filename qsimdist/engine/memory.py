@@ -1,0 +1,127 @@
+"""One memory budget per call: the bytes plans are made within and the bytes a run may hold.
+
+Every entry point resolves its ``memory_limit`` here, once, and the words mean
+the same everywhere:
+
+* an explicit size (``"8GiB"``, ``500e6``, an int): the limit, per rank under MPI;
+* ``None`` (the default): ``$QSIMDIST_MEMORY_LIMIT`` when set (per rank as it
+  stands), else 80% of the memory available now, shared by the ranks on this host;
+* ``"none"`` / ``"unlimited"``: no planning limit; what a run may allocate is
+  still bounded by this host's physical memory plus swap, shared by its ranks.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+from ..config import default_memory_limit, format_bytes, parse_memory
+from ..errors import PlanError
+
+#: the words that ask for no planning limit
+NONE_WORDS = ("none", "unlimited")
+
+
+def is_none_word(value) -> bool:
+    """Whether ``value`` is ``"none"`` / ``"unlimited"`` (any case, any padding)."""
+    return isinstance(value, str) and value.strip().lower() in NONE_WORDS
+
+
+def machine_memory(meminfo: str = "/proc/meminfo") -> int | None:
+    """This host's physical memory plus swap (the bound even ``--memory-limit none`` keeps)."""
+    total = {}
+    try:
+        with open(meminfo, "rb") as fh:
+            for line in fh.read(1 << 16).decode("ascii", "replace").splitlines():
+                fields = line.split()
+                if len(fields) >= 2 and fields[0] in ("MemTotal:", "SwapTotal:"):
+                    scale = 1024 if len(fields) > 2 and fields[2].lower() == "kb" else 1
+                    total[fields[0]] = int(fields[1]) * scale
+    except (OSError, ValueError):
+        total = {}
+    if "MemTotal:" in total:
+        return total["MemTotal:"] + total.get("SwapTotal:", 0)
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _ranks_on_host(comm) -> int:
+    if comm is None or comm.Get_size() == 1:
+        return 1
+    from ..executors.mpi import ranks_on_host
+
+    return max(1, ranks_on_host(comm))
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """A resolved memory limit.
+
+    Attributes:
+        limit: bytes plans are made within (per rank); ``None`` for ``"none"``.
+        bound: bytes a run may allocate (per rank): ``limit``, or this host's
+            memory share for ``"none"``; ``None`` only where the host's memory
+            cannot be read.
+        source: ``"explicit"``, ``"environment"``, ``"default"`` or ``"none"``.
+        ranks_on_host: the ranks the host's memory is shared by (1 outside MPI).
+    """
+
+    limit: int | None
+    bound: int | None
+    source: str
+    ranks_on_host: int = 1
+
+    @classmethod
+    def resolve(cls, value=None, comm=None) -> MemoryBudget:
+        """The budget for ``value`` (see the module docstring); ``comm``: the ranks under MPI.
+
+        Raises InvalidInputError for an unreadable size.
+        """
+        if isinstance(value, MemoryBudget):
+            return value
+        source = "explicit"
+        if value is None and os.environ.get("QSIMDIST_MEMORY_LIMIT"):
+            value, source = os.environ["QSIMDIST_MEMORY_LIMIT"], "environment"
+        if is_none_word(value):
+            share = _ranks_on_host(comm)
+            whole = machine_memory()
+            return cls(None, None if whole is None else whole // share, "none", share)
+        if value is None:
+            share = _ranks_on_host(comm)
+            whole = default_memory_limit()
+            limit = None if whole is None else whole // share
+            return cls(limit, limit if limit is not None else machine_memory(), "default", share)
+        limit = parse_memory(value)
+        return cls(limit, limit, source, 1)
+
+    @property
+    def unbounded(self) -> bool:
+        """Whether plans are made with no limit (``"none"``)."""
+        return self.limit is None
+
+    def as_option(self) -> int | str:
+        """The limit as an option value that resolves back to this budget's limit."""
+        return "none" if self.limit is None else self.limit
+
+    def check(self, need: int, what: str) -> None:
+        """Refuse (PlanError) when ``need`` bytes exceed what this budget may allocate."""
+        if self.bound is None or need <= self.bound:
+            return
+        if self.limit is None:
+            raise PlanError(
+                f"{what} needs {format_bytes(need)}, more than this host's physical memory + "
+                f"swap{' per rank' if self.ranks_on_host > 1 else ''} "
+                f"({format_bytes(self.bound)}), which bounds even --memory-limit none"
+            )
+        raise PlanError(
+            f"memory limit {format_bytes(self.bound)} is too small: {what} needs "
+            f"{format_bytes(need)}"
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+__all__ = ["NONE_WORDS", "MemoryBudget", "is_none_word", "machine_memory"]

@@ -1,0 +1,286 @@
+"""The router: one cost model prices every engine for what is asked, and picks the cheapest.
+
+Engines:
+
+* ``statevector``: the fused gates applied to the full ``2^n`` state in circuit
+  order (one process, numpy), then what is asked is read off the state:
+  amplitudes, the measured qubits' marginal to draw shots from (its cost does
+  not grow with the shots), Pauli terms' values;
+* the tensor-network methods (local), each priced by its own module
+  (amplitude batches here; :mod:`qsimdist.sampling` and
+  :mod:`qsimdist.expectation` for theirs) in the same unit, predicted seconds;
+* the tensor network distributed under MPI (``executor="mpi"``: every rank
+  follows rank 0's plans; the statevector route runs in one process and is not
+  taken there, except by the amplitude command where the state fits one rank).
+
+The statevector engine is taken only where the state and its workspace fit a
+quarter of the memory budget (the reserve a batch qsimdist chooses keeps) and
+the array backend is numpy. Every result's metadata carries the
+:class:`Route` it took (``to_dict()``), predictions labelled as such.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from ..errors import InvalidInputError, PlanError
+from ..frontends import GateCircuit, amplitude_network
+from ..network import Network
+from .batching import BATCH_PLAN_SHARE, batches
+from .memory import MemoryBudget
+
+#: widest circuit the statevector route takes (2^40 amplitudes: 16 TiB in complex128)
+MAX_STATEVECTOR_QUBITS = 40
+#: amplitude routes: ``auto`` picks one by predicted cost
+METHODS = ("auto", "statevector", "tensor-network")
+#: seconds per gate a tensor-network contraction spends at least (building the network,
+#: a greedy path, lifetime ordering) — the bound below which no TN estimate is needed
+TN_SECONDS_PER_GATE = 5e-5
+#: ... and per gate where the network is too large to skip simplification (quimb's
+#: simplification of square_root_7 measured 8.7 s for 7,660 gates, BENCHMARKS.md section 6)
+TN_SIMPLIFY_SECONDS_PER_GATE = 1e-3
+#: multiply-adds per second assumed for a tensor-network contraction (the path planner's
+#: constant, so that the route, like the path, is the same on every machine)
+TN_RATE = 1e9
+#: circuits with more gates than this are fused (width 2, diagonal runs kept diagonal)
+#: before their tensor network is built, so simplification sees fewer tensors
+TN_FUSE_MIN_GATES = 1000
+
+
+
+@dataclass(frozen=True)
+class Route:
+    """The route a request takes and the predictions it was chosen on.
+
+    ``method`` is ``"statevector"`` (apply the fused gates to the full state in
+    circuit order, then read what is asked from the state) or a tensor-network
+    method: ``"tensor-network"`` for amplitudes; for sampling and expectation
+    values the tensor-network method's own name (``marginal``, ``chain``,
+    ``doubled``, ...). ``executor`` is ``local`` or ``mpi``. Predicted seconds
+    use the cost model's constants, not a clock (labelled predicted wherever
+    shown); ``None`` where not estimated.
+    """
+
+    method: str
+    reason: str
+    statevector_seconds: float | None = None
+    tensor_network_seconds: float | None = None
+    statevector_bytes: int | None = None
+    fusion_width: int | None = None
+    executor: str = "local"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def tn_floor(n_gates: int, contractions: int) -> float:
+    """Seconds the tensor-network route spends at least, whatever its path costs."""
+    from ..planner.simplify import CHEAP_MAX_TENSORS
+
+    per_gate = (TN_SECONDS_PER_GATE if n_gates <= CHEAP_MAX_TENSORS
+                else TN_SIMPLIFY_SECONDS_PER_GATE)
+    return contractions * per_gate * max(n_gates, 1)
+
+
+def greedy_cost(net: Network) -> float:
+    """Multiply-adds of cotengra's greedy path for ``net`` (path only: no ContractionTree).
+
+    The path comes from cotengrust, the Rust greedy cotengra's ``"greedy"`` runs
+    (the same path), called directly where installed: importing cotengra itself costs
+    about 0.07 s, a tenth of a small circuit's first amplitude when the statevector
+    route wins.
+    """
+    if net.num_tensors < 2:
+        return 0.0
+    try:
+        from cotengrust import optimize_greedy
+    except ImportError:
+        import cotengra as ctg
+
+        from ..planner.path import _symbolic
+
+        inputs, output, size_dict, _ = _symbolic(net)
+        path = ctg.array_contract_path(inputs, output, size_dict=size_dict, optimize="greedy")
+    else:
+        # cotengrust takes one character per index: number them, skipping surrogates
+        sym: dict = {}
+        for t in (*net.inputs, net.output):
+            for i in t:
+                if i not in sym:
+                    c = 0x100 + len(sym)
+                    sym[i] = chr(c if c < 0xD800 else c + 0x800)
+        inputs = [[sym[i] for i in t] for t in net.inputs]
+        output = [sym[i] for i in net.output]
+        size_dict = {sym[i]: d for i, d in net.size_dict.items() if i in sym}
+        path = optimize_greedy(inputs, output, size_dict)
+    live = [frozenset(t) for t in inputs]
+    keep = set(output)
+    count: dict[str, int] = {}
+    for t in live:
+        for i in t:
+            count[i] = count.get(i, 0) + 1
+    cost = 0.0
+    for a, b in path:
+        a, b = sorted((a, b))
+        x, y = live.pop(b), live.pop(a)
+        union = x | y
+        cost += math.prod(size_dict[i] for i in union)
+        for i in x & y:
+            count[i] -= 1
+        out = frozenset(i for i in union if i in keep or count[i] > 1)
+        for i in union - out:
+            count[i] -= 1
+        live.append(out)
+    return cost
+
+
+def tn_seconds(gc: GateCircuit, pattern: str, order: str, contractions: int) -> float:
+    """Predicted seconds of the tensor-network route: per contraction, the greedy path's
+    multiply-adds at ``TN_RATE`` plus the per-gate floor."""
+    fused = fuse_for_network(gc)
+    cost = greedy_cost(amplitude_network(fused, pattern, order))
+    return contractions * cost / TN_RATE + tn_floor(len(fused.gates), contractions)
+
+
+def fuse_for_network(gc: GateCircuit) -> GateCircuit:
+    """``gc`` fused for the tensor-network route (deep circuits only; see TN_FUSE_MIN_GATES)."""
+    if len(gc.gates) <= TN_FUSE_MIN_GATES:
+        return gc
+    from ..frontends.fusion import fuse
+
+    return fuse(gc, 2, keep_diagonal=True)
+
+
+#: seconds per state element per Pauli factor read off the state (the copy-and-add kernel of
+#: :func:`qsimdist.expectation.term_on_state`: about one dense pass per factor, plus the product)
+TERM_SECONDS_PER_ELEMENT = 2.0e-9
+#: seconds per state element to turn the state into a marginal (``|a|^2``, then one sum)
+MARGINAL_SECONDS_PER_ELEMENT = 3.0e-9
+#: seconds per shot to draw from a cumulative distribution and unpack its bits
+DRAW_SECONDS_PER_SHOT = 2.0e-7
+
+
+def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
+                 backend: str, tn_method: str) -> tuple[Route | None, int, int | None, float]:
+    """The statevector engine's side: ``(route decided already or None, bytes, width, seconds)``.
+
+    A route is decided here where the statevector cannot be taken (``method``
+    names a tensor-network method, the state does not fit a quarter of the
+    budget, the backend is not numpy) or was asked for (then it must fit the
+    whole budget, else PlanError).
+    """
+    from ..executors.statevector import statevector_bytes
+    from ..frontends.fusion import FUSION_WIDTHS, predict_statevector
+
+    n = gc.n_qubits
+    need = statevector_bytes(n, dtype) if n <= MAX_STATEVECTOR_QUBITS else math.inf
+    if method not in ("auto", "statevector"):
+        return Route(method, "requested", statevector_bytes=_int(need)), need, None, math.inf
+    if method == "statevector":
+        if n > MAX_STATEVECTOR_QUBITS:
+            raise PlanError(f"the statevector of {n} qubits is too large (at most "
+                            f"{MAX_STATEVECTOR_QUBITS} qubits); use a tensor-network method")
+        if backend != "numpy":
+            raise InvalidInputError(f"method 'statevector' runs on numpy, not backend "
+                                    f"{backend!r}; use a tensor-network method with it")
+        budget.check(need, f"the statevector of {n} qubits ({dtype})")
+    elif n > MAX_STATEVECTOR_QUBITS or (
+            budget.bound is not None and need > budget.bound // BATCH_PLAN_SHARE):
+        return (Route(tn_method, "the statevector does not fit the memory limit",
+                      statevector_bytes=_int(need)), need, None, math.inf)
+    elif backend != "numpy":
+        return (Route(tn_method, f"backend {backend!r}: the statevector route runs on numpy",
+                      statevector_bytes=need), need, None, math.inf)
+    width, seconds = predict_statevector(gc, FUSION_WIDTHS)
+    if method == "statevector":
+        return Route("statevector", "requested", seconds, None, need, width), need, width, seconds
+    return None, need, width, seconds
+
+
+def _int(x: float) -> int | None:
+    return None if not math.isfinite(x) else int(x)
+
+
+def route_amplitudes(gc: GateCircuit, bits: list[str], *, order: str, dtype: str,
+                     budget: MemoryBudget, method: str = "auto", executor: str = "local",
+                     backend: str = "numpy", contractions: int | None = None) -> Route:
+    """The route for amplitudes of ``bits`` (patterns allowed) of ``gc``.
+
+    The tensor-network estimate per contraction is the greedy path's
+    multiply-adds plus a per-gate floor; it is skipped where the floor alone
+    already loses. ``executor="mpi"`` always takes the tensor-network route.
+    """
+    if method not in METHODS:
+        raise InvalidInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
+    if executor != "local":
+        if method == "statevector":
+            raise InvalidInputError(
+                f"method 'statevector' runs in one process; executor {executor!r} takes "
+                "method 'tensor-network' or 'auto'"
+            )
+        return Route("tensor-network", f"executor {executor!r}", executor=executor)
+    decided, need, width, sv = _statevector(gc, dtype, budget, method, backend, "tensor-network")
+    if decided is not None:
+        return decided
+    if contractions is None:
+        fixed = [b for b in bits if "*" not in b]
+        contractions = len(bits) - len(fixed)
+        if len(set(fixed)) > 1:
+            contractions += len(batches(gc, fixed, dtype, budget))
+        elif fixed:
+            contractions += 1
+    floor = tn_floor(len(gc.gates), contractions)  # (fusion for the network removes ~10%)
+    if sv <= floor:
+        return Route("statevector", "predicted below the tensor-network floor", sv, floor,
+                     need, width)
+    tn = tn_seconds(gc, bits[0], order, contractions)
+    if sv <= tn:
+        return Route("statevector", "predicted faster", sv, tn, need, width)
+    return Route("tensor-network", "predicted faster", sv, tn, need, width)
+
+
+def route_state_reading(gc: GateCircuit, *, what: str, dtype: str, budget: MemoryBudget,
+                        method: str, executor: str, backend: str, tn_method: str,
+                        tn_seconds_predicted: float, read_seconds: float) -> Route:
+    """The route for a request answered by reading the final state (shots, Pauli terms).
+
+    ``tn_method`` / ``tn_seconds_predicted``: the cheapest tensor-network method
+    for the request and its predicted seconds (priced by the caller's module);
+    ``read_seconds``: predicted seconds to read the answer off the full state
+    (drawing the shots, or every term). ``what`` names the request in errors.
+    """
+    if executor != "local":
+        if method == "statevector":
+            raise InvalidInputError(
+                f"method 'statevector' runs in one process; executor {executor!r} takes "
+                f"a tensor-network method for {what}"
+            )
+        return Route(tn_method, f"executor {executor!r}", executor=executor)
+    decided, need, width, sv = _statevector(gc, dtype, budget, method, backend, tn_method)
+    if decided is not None:
+        return decided
+    total = sv + read_seconds
+    if total <= tn_seconds_predicted:
+        return Route("statevector", "predicted faster", total,
+                     _finite(tn_seconds_predicted), need, width)
+    return Route(tn_method, "predicted faster", total, _finite(tn_seconds_predicted), need,
+                 width)
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+__all__ = [
+    "MAX_STATEVECTOR_QUBITS",
+    "METHODS",
+    "Route",
+    "fuse_for_network",
+    "greedy_cost",
+    "route_amplitudes",
+    "route_state_reading",
+    "tn_floor",
+    "tn_seconds",
+]
