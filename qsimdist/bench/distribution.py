@@ -107,7 +107,7 @@ def fraction_study(plan, prof, p: int) -> dict:
 def main(argv: list[str] | None = None) -> list[dict]:
     from qsimdist.hardware import load_profile
     from qsimdist.planner.distribution import compare_strategies, replay, scheduled_plan
-    from qsimdist.planner.path import _SliceCosts
+    from qsimdist.planner.path import SliceCosts
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="../shared/data")
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             continue
         plan, searched = get_plan(name, source, kw, args.search_seconds,
                                   objective=args.objective, processes=args.processes)
-        log2_w, log2_c = _SliceCosts(plan.network, plan.path).evaluate(set())
+        log2_w, log2_c = SliceCosts(plan.network, plan.path).evaluate(set())
         unsliced_cost, unsliced_width = log2_c * math.log10(2), round(log2_w)
         for prof_name, p in TARGETS:
             prof = load_profile(prof_name)

@@ -78,7 +78,6 @@ def main(argv: list[str] | None = None) -> dict:
     import cotengra as ctg
 
     import qsimdist
-    from qsimdist.planner.path import _symbolic
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("circuit")
@@ -100,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
                          memory_limit="none")
     t_plan = time.perf_counter() - t0
     net = plan.network
-    inputs, output, size_dict, _ = _symbolic(net)
+    inputs, output, size_dict, _ = net.symbolic()
     tree = ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=plan.path)
     arrays = [np.asarray(a, dtype=plan.dtype) for a in net.arrays]
     untiled = None

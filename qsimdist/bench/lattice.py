@@ -128,9 +128,9 @@ def cotengra_slicing(net, ssa, seed: int = 0, repeats: int = 4) -> tuple[list[st
     log2 total cost as qsimdist counts it."""
     import cotengra as ctg
 
-    from qsimdist.planner.path import _SliceCosts, _symbolic, sliced_names
+    from qsimdist.planner.path import SliceCosts, sliced_names
 
-    inputs, output, size_dict, _ = _symbolic(net)
+    inputs, output, size_dict, _ = net.symbolic()
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20 * len(inputs)))  # cotengra recurses down deep trees
     try:
@@ -139,7 +139,7 @@ def cotengra_slicing(net, ssa, seed: int = 0, repeats: int = 4) -> tuple[list[st
         names = sliced_names(net, tree)
     finally:
         sys.setrecursionlimit(limit)
-    costs = _SliceCosts(net, ssa)
+    costs = SliceCosts(net, ssa)
     names = costs.extend(names, TARGET_LOG2, set(net.output))  # our width on hyper-indices
     return names, costs.evaluate(set(names))[1]
 
@@ -156,16 +156,11 @@ def search(net, short: str, seconds: float, seed: int = 0, anneal: tuple[int, in
     import cotengra as ctg
     from cotengra.pathfinders.path_simulated_annealing import simulated_anneal_tree
 
-    from qsimdist.planner.path import (
-        _names_by_canonical,
-        _SliceCosts,
-        _symbolic,
-        sliced_names,
-    )
+    from qsimdist.planner.path import SliceCosts, sliced_names
     from qsimdist.planner.plan import build_plan
 
-    inputs, output, size_dict, sym = _symbolic(net)
-    to_sym = dict(zip(_names_by_canonical(net), sym))
+    inputs, output, size_dict, sym = net.symbolic()
+    to_sym = dict(zip(net.canonical_names(), sym))
     target = 2**TARGET_LOG2
     log: list[str] = []
     t0 = time.perf_counter()
@@ -193,7 +188,7 @@ def search(net, short: str, seconds: float, seed: int = 0, anneal: tuple[int, in
         for label in greedy:
             tree = candidates[label]
             ssa = [tuple(int(v) for v in p) for p in tree.get_ssa_path()]
-            costs = _SliceCosts(net, ssa)
+            costs = SliceCosts(net, ssa)
             names = costs.restore(costs.extend([], TARGET_LOG2, set(net.output)), TARGET_LOG2)
             _, log2_cost = costs.evaluate(set(names))
             note(f"{label} sliced to 2^{TARGET_LOG2} greedily (qsimdist's slicer): log10 "
@@ -213,7 +208,7 @@ def search(net, short: str, seconds: float, seed: int = 0, anneal: tuple[int, in
                                       slice_mode="basic", seed=seed)
             a_ssa = [tuple(int(v) for v in p) for p in t.get_ssa_path()]
             a_sliced = sliced_names(net, t)
-            _, a_cost = _SliceCosts(net, a_ssa).evaluate(set(a_sliced))
+            _, a_cost = SliceCosts(net, a_ssa).evaluate(set(a_sliced))
             sliced[f"{label}, cotengra annealing"] = (a_ssa, a_sliced, a_cost)
             note(f"{label} annealed to 2^{TARGET_LOG2}: log10 flops "
                  f"{a_cost * math.log10(2):.2f}, {len(a_sliced)} sliced")
@@ -259,7 +254,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     """Plan each workload (or read its saved plan) and print the predicted rows."""
     from qsimdist.hardware import load_profile
     from qsimdist.planner.distribution import compare_strategies, replay, scheduled_plan
-    from qsimdist.planner.path import _SliceCosts
+    from qsimdist.planner.path import SliceCosts
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", action="append", choices=sorted(WORKLOADS), default=None)
@@ -277,7 +272,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if args.only and short not in args.only:
             continue
         plan, searched = get_plan(short, args.search_seconds, args.seed, args.anneal)
-        log2_w, log2_c = _SliceCosts(plan.network, plan.path).evaluate(set())
+        log2_w, log2_c = SliceCosts(plan.network, plan.path).evaluate(set())
         name = plan_path(short).stem
         print(f"{name}: {plan.network.num_tensors} tensors, unsliced log10 cost "
               f"{log2_c * math.log10(2):.2f} width 2^{round(log2_w)}; saved plan "

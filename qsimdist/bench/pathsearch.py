@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     import cotengra as ctg
     from cotengra.pathfinders.path_simulated_annealing import simulated_anneal_tree
 
-    from qsimdist.planner.path import _symbolic, sliced_names
+    from qsimdist.planner.path import sliced_names
     from qsimdist.planner.plan import Plan, build_plan
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     source, kw = workloads(Path(args.data))[args.workload]
     net = workload_network(source, kw)
     out = PLANS / f"{args.workload}.json"
-    inputs, output, size_dict, _ = _symbolic(net)
+    inputs, output, size_dict, _ = net.symbolic()
     target = 2**args.target_log2
 
     def finish(tree):

@@ -75,13 +75,12 @@ def predicted_cost(circ, detectors: str = "all") -> dict:
     """Per-shot cost of the sweep path (cotengra's multiply-adds and largest intermediate)."""
     import cotengra as ctg
 
-    from ..planner.path import _symbolic
     from ..qec.decoder import MLDecoder
     from ..qec.network import build_network, sweep_path
 
     model = MLDecoder(circ, detectors=detectors).model
     net = build_network(model, batch=1)
-    inputs, output, size_dict, _ = _symbolic(net)
+    inputs, output, size_dict, _ = net.symbolic()
     tree = ctg.ContractionTree.from_path(inputs, output, size_dict,
                                          ssa_path=sweep_path(net, model))
     return {"detectors_read": model.num_detectors, "mechanisms": model.num_mechanisms,

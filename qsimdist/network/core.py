@@ -116,6 +116,32 @@ class Network:
         sizes = tuple(self.size_dict[i] for i in sorted(names, key=names.__getitem__))
         return inputs, output, sizes
 
+    def canonical_names(self) -> list[Index]:
+        """The index names in :meth:`canonical`'s numbering (name of index 0, 1, ...)."""
+        names: dict[Index, int] = {}
+        for term in (*self.inputs, self.output):
+            for i in term:
+                names.setdefault(i, len(names))
+        return sorted(names, key=names.__getitem__)
+
+    def symbolic(self) -> tuple[list[tuple[str, ...]], tuple[str, ...], dict[str, int], list[str]]:
+        """``(inputs, output, size_dict, symbols)`` with indices as single-character symbols.
+
+        The form cotengra's optimisers take: canonical index ``k`` (see
+        :meth:`canonical` and :meth:`canonical_names`) is ``symbols[k]``,
+        ``cotengra.get_symbol(k)``.
+        """
+        from cotengra import get_symbol
+
+        inputs, output, sizes = self.canonical()
+        sym = [get_symbol(i) for i in range(len(sizes))]
+        return (
+            [tuple(sym[i] for i in t) for t in inputs],
+            tuple(sym[i] for i in output),
+            {sym[i]: s for i, s in enumerate(sizes)},
+            sym,
+        )
+
     def structure_hash(self) -> str:
         """SHA-256 of :meth:`canonical`, hex."""
         blob = json.dumps(self.canonical(), separators=(",", ":")).encode()

@@ -91,7 +91,7 @@ class Layouts:
     expanded_bytes: int = 0
 
 
-def _death_steps(
+def death_steps(
     inputs: Sequence[tuple[Index, ...]],
     output: Sequence[Index],
     ssa_path: Sequence[tuple[int, int]],
@@ -142,7 +142,7 @@ def lifetime_order(
     """Fix every tensor's layout for ``ssa_path`` and describe each step as a GEMM."""
     sliced_set = set(sliced)
     n_leaves = len(inputs)
-    legs, death, leaf_sum = _death_steps(inputs, output, ssa_path, sliced_set)
+    legs, death, leaf_sum = death_steps(inputs, output, ssa_path, sliced_set)
     if len(legs) - n_leaves != len(ssa_path) or (n_leaves > 1 and len(ssa_path) != n_leaves - 1):
         from ..errors import PlanError
 

@@ -33,6 +33,7 @@ import numpy as np
 from .._fileio import atomic_write_text, read_regular_bytes
 from ..errors import InvalidInputError, PlanError
 from ..network import Network
+from .lifetime import death_steps
 from .simplify import CHEAP_COST, CHEAP_SIZE
 
 _MEMORY_CACHE: dict[str, dict] = {}
@@ -132,32 +133,14 @@ def cache_dir() -> Path:
     return Path(os.environ.get("QSIMDIST_CACHE_DIR", Path.home() / ".cache" / "qsimdist")) / "paths"
 
 
-def _symbolic(net: Network):
-    """The network with indices as single-character symbols (what cotengra optimisers take)."""
-    from cotengra import get_symbol
-
-    inputs, output, sizes = net.canonical()
-    sym = [get_symbol(i) for i in range(len(sizes))]
-    return (
-        [tuple(sym[i] for i in t) for t in inputs],
-        tuple(sym[i] for i in output),
-        {sym[i]: s for i, s in enumerate(sizes)},
-        sym,
-    )
-
-
-def _names_by_canonical(net: Network) -> list[str]:
-    names: dict[str, int] = {}
-    for term in (*net.inputs, net.output):
-        for i in term:
-            names.setdefault(i, len(names))
-    return sorted(names, key=names.__getitem__)
+#: temporary alias for qsimdist.api, until it calls :meth:`Network.symbolic` (then delete)
+_symbolic = Network.symbolic
 
 
 def sliced_names(net: Network, tree) -> list[str]:
-    """The network's names of the indices a cotengra tree over ``_symbolic(net)`` slices."""
-    names = _names_by_canonical(net)
-    _, _, _, sym = _symbolic(net)
+    """The network's names of the indices a cotengra tree over ``net.symbolic()`` slices."""
+    names = net.canonical_names()
+    _, _, _, sym = net.symbolic()
     sym_index = {s: i for i, s in enumerate(sym)}
     return [names[sym_index[s]] for s in tree.sliced_inds]
 
@@ -315,7 +298,7 @@ def find_path(
     Sliced so that no intermediate exceeds ``target_size`` elements.
     """
     options = options or PathOptions()
-    names = _names_by_canonical(net)
+    names = net.canonical_names()
     key_blob = json.dumps(
         [net.canonical(), options.key(), target_size, NO_SEARCH_COST],
         separators=(",", ":"), default=list,
@@ -348,7 +331,7 @@ def _search(net: Network, options: PathOptions, target_size: int | None, progbar
     where the contraction is cheap, else cotengra's hyper-optimiser."""
     import cotengra as ctg
 
-    inputs, output, size_dict, sym = _symbolic(net)
+    inputs, output, size_dict, sym = net.symbolic()
     n = len(inputs)
     if n == 1:
         return [], [], sym
@@ -412,7 +395,7 @@ def slice_path(net: Network, ssa_path, target_size: int, max_repeats: int = 16) 
     """
     import cotengra as ctg
 
-    inputs, output, size_dict, sym = _symbolic(net)
+    inputs, output, size_dict, sym = net.symbolic()
     if len(inputs) == 1:
         return []
     tree = ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=ssa_path)
@@ -421,7 +404,7 @@ def slice_path(net: Network, ssa_path, target_size: int, max_repeats: int = 16) 
     return sliced_names(net, tree)
 
 
-class _SliceCosts:
+class SliceCosts:
     """Per-slice sizes and total cost of a fixed path for any set of sliced indices.
 
     Sizes are kept in log2 over a membership matrix (nodes x indices), so
@@ -430,9 +413,7 @@ class _SliceCosts:
     """
 
     def __init__(self, net: Network, ssa_path) -> None:
-        from .lifetime import _death_steps
-
-        legs, _, _ = _death_steps(net.inputs, net.output, ssa_path, set())
+        legs, _, _ = death_steps(net.inputs, net.output, ssa_path, set())
         self.names = sorted(net.size_dict)
         col = {i: j for j, i in enumerate(self.names)}
         self.w = np.log2([net.size_dict[i] for i in self.names])
@@ -528,13 +509,13 @@ def slice_from(net: Network, ssa_path, target_size: int, prefer=(), max_repeats:
     prefer = [i for i in prefer if i in net.size_dict and i not in set(net.output)]
     if not prefer:
         return slice_path(net, ssa_path, target_size, max_repeats)
-    costs = _SliceCosts(net, ssa_path)
+    costs = SliceCosts(net, ssa_path)
     width, _ = costs.evaluate(set(prefer))
     target_log2 = math.log2(target_size)
     if width <= target_log2 + 1e-9:
         return costs.restore(prefer, target_log2)
-    inputs, output, size_dict, sym = _symbolic(net)
-    names = _names_by_canonical(net)
+    inputs, output, size_dict, sym = net.symbolic()
+    names = net.canonical_names()
     to_sym = {names[j]: s for j, s in enumerate(sym)}
     tree = ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=ssa_path)
     for i in prefer:

@@ -33,13 +33,11 @@ def is_cheap(net: Network) -> bool:
     """Whether ``net`` costs next to nothing to contract as it is (greedy path)."""
     import cotengra as ctg
 
-    from .path import _symbolic
-
     if net.num_tensors > CHEAP_MAX_TENSORS:
         return False
     if net.num_tensors <= 1:
         return True
-    inputs, output, size_dict, _ = _symbolic(net)
+    inputs, output, size_dict, _ = net.symbolic()
     tree = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
     return float(tree.contraction_cost()) <= CHEAP_COST and float(tree.max_size()) <= CHEAP_SIZE
 
