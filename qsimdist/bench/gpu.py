@@ -116,9 +116,9 @@ def _tf32_available(xp) -> bool:
     """Whether the executor can switch this array module's GEMMs to TF32 (CuPy only)."""
     if xp.__name__ != "cupy":
         return False
-    from ..executors.local import _tf32_setter
+    from ..executors.local import tf32_setter
 
-    return _tf32_setter(xp) is not None
+    return tf32_setter(xp) is not None
 
 
 def gemm_variants(xp, n: int, repeats: int = 3) -> dict:

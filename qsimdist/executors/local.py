@@ -135,12 +135,12 @@ class BufferPool:
 def check_gemm_mode(gemm: str, xp, dtype) -> None:
     """Refuse a GEMM mode this array module or dtype cannot run, in one line."""
     check_gemm(gemm, "numpy" if xp is np else "cupy", dtype)
-    if "tf32" in gemm and _tf32_setter(xp) is None:
+    if "tf32" in gemm and tf32_setter(xp) is None:
         raise MissingDependencyError("this CuPy cannot switch cuBLAS to TF32 "
                                      "(no cupy._core._routines_linalg.set_compute_type)")
 
 
-def _tf32_setter(xp):
+def tf32_setter(xp):
     """``(enable, restore)`` switching CuPy's complex64/float32 GEMMs to TF32, or None.
 
     CuPy keeps cuBLAS's compute type per dtype in ``cupy._core._routines_linalg``
@@ -173,7 +173,7 @@ def gemm_context(gemm: str, xp):
     if "tf32" not in gemm:
         yield
         return
-    enable, restore = _tf32_setter(xp)
+    enable, restore = tf32_setter(xp)
     before = enable()
     try:
         yield
