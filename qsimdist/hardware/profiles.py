@@ -248,7 +248,9 @@ def _bundled_files() -> dict[str, Path]:
 
 
 # ----------------------------------------------------------------- reading
-def _from_mapping(data: dict[str, Any], where: str) -> HardwareProfile:
+def from_mapping(data: dict[str, Any], where: str) -> HardwareProfile:
+    """A profile from a mapping of its fields (a parsed ``.toml``, a schedule's
+    ``profile_spec``); ``where`` names the source in the one-line :class:`ProfileError`."""
     known = {f.name for f in fields(HardwareProfile)}
     unknown = sorted(set(data) - known)
     if unknown:
@@ -276,7 +278,7 @@ def _read_file(path: Path) -> HardwareProfile:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{where} is not valid TOML: {exc}") from None
-    return _from_mapping(data, where)
+    return from_mapping(data, where)
 
 
 def load_profile(name_or_path: str | os.PathLike) -> HardwareProfile:

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...errors import PlanFormatError
 from ...hardware import HardwareProfile
 from ..lifetime import gemm_step
-from ..plan import Plan
 from .bits import (
     Bits,
     is_prefix_set,
@@ -42,6 +42,9 @@ from .bits import (
 )
 from .cost import CostModel
 from .schedule import Schedule, action_of
+
+if TYPE_CHECKING:  # for annotations only: plan.py loads this module to check a saved schedule
+    from ..plan import Plan
 
 
 def _bytes_profile() -> HardwareProfile:
@@ -55,13 +58,13 @@ def _profile_of(sched: Schedule, given: HardwareProfile | None, fail) -> Hardwar
     custom ``.toml`` needs no file), else the bundled profile of its stored name."""
     from ...errors import QsimdistError
     from ...hardware import load_profile
-    from ...hardware.profiles import _from_mapping
+    from ...hardware.profiles import from_mapping
 
     if given is not None:
         return given
     if sched.profile_spec is not None:
         try:
-            prof = _from_mapping(dict(sched.profile_spec), "profile_spec")
+            prof = from_mapping(dict(sched.profile_spec), "profile_spec")
         except QsimdistError as exc:
             fail(f"bad profile_spec ({exc})")
         if prof.name != sched.profile:
