@@ -15,6 +15,9 @@ import os as _os
 # after this line, and never overrides a value the user has set.
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
+# registers the built-in executors that Plan.execute looks up (the planner never imports
+# them); light: the executors themselves load on first use
+from . import executors  # noqa: F401
 from .api import AmplitudeResult, amplitude, amplitudes, contract, plan
 from .errors import (
     BitstringError,

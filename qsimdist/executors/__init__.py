@@ -1,45 +1,23 @@
 """Executors run a Plan: ``local`` (numpy or cupy, one process) and ``mpi`` (ranks of MPI).
 
-Executors come from a registry: :func:`register_executor` names a module and
-the function in it that runs a plan, imported only when the executor is
-first used (so cupy and mpi4py load only where they are needed).
+Executors come from a registry (:mod:`qsimdist.planner.registry`, where
+:meth:`Plan.execute <qsimdist.planner.plan.Plan.execute>` looks them up):
+:func:`register_executor` names a module and the function in it that runs a
+plan, imported only when the executor is first used (so cupy and mpi4py load
+only where they are needed). Importing this package registers the built-in
+executors; ``import qsimdist`` imports it.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 
-from ..errors import InvalidInputError
+from ..planner.registry import executors, get_executor, register_executor
 
-_EXECUTORS: dict[str, tuple[str, str]] = {}
-
-
-def register_executor(name: str, module: str, function: str = "execute") -> None:
-    """Register ``module.function(plan, **kw)`` as executor ``name`` (duplicates are refused)."""
-    if name in _EXECUTORS:
-        raise ValueError(f"executor {name!r} is already registered")
-    _EXECUTORS[name] = (module, function)
-
-
-def executors() -> tuple[str, ...]:
-    """Names of the registered executors."""
-    return tuple(_EXECUTORS)
-
-
-def get_executor(name: str):
-    """The ``execute(plan, **kw)`` function of executor ``name``."""
-    if name not in _EXECUTORS:
-        raise InvalidInputError(f"unknown executor {name!r}; valid: {', '.join(_EXECUTORS)}")
-    module, function = _EXECUTORS[name]
-    return getattr(importlib.import_module(module), function)
-
-
-register_executor("local", "qsimdist.executors.local")
-register_executor("mpi", "qsimdist.executors.mpi")
-
-#: kept for callers of the first release
-EXECUTORS = executors()
+for _name in ("local", "mpi"):
+    if _name not in executors():  # a reload of this package registers nothing twice
+        register_executor(_name, f"qsimdist.executors.{_name}")
+del _name
 
 
 def launched_under_mpi() -> bool:
@@ -61,3 +39,7 @@ def resolve_executor(name: str) -> str:
     if name != "auto":
         return name
     return "mpi" if launched_under_mpi() else "local"
+
+
+__all__ = ["executors", "get_executor", "launched_under_mpi", "register_executor",
+           "resolve_executor"]

@@ -24,6 +24,7 @@ from ..errors import InvalidInputError, PlanError, PlanFormatError
 from ..network import Network
 from .lifetime import Layouts, LocalCosts, Step, lifetime_order
 from .path import PathOptions, find_path, slice_path
+from .registry import get_executor
 
 SCHEMA = "qsimdist.plan"
 #: version 2 added meta["distribution"] (a per-step annotation, now ignored on load);
@@ -90,10 +91,9 @@ class Plan:
         """Contract; the result's axes follow ``network.output``.
 
         ``executor="mpi"`` runs the plan's distributed schedule over MPI ranks
-        (``options``: ``comm``, ``memory_limit``, ``stats``).
+        (``options``: ``comm``, ``memory_limit``, ``stats``). Executors are looked up
+        in :mod:`qsimdist.planner.registry`, which :mod:`qsimdist.executors` fills.
         """
-        from ..executors import get_executor  # lazy: the planner never loads executors itself
-
         return get_executor(executor)(self, backend=backend, progress=progress, **options)
 
     def contraction_tree(self):
