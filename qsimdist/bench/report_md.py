@@ -342,6 +342,6 @@ def write_report(result: dict, benchmarks: Path, out: Path,
 
 def report_command(json_file: Path, benchmarks: Path, out: Path) -> list[Path]:
     """What ``qsimdist bench-report FILE.json`` does."""
-    from .suite import load_json
+    from .result import load_json
 
     return write_report(load_json(json_file), benchmarks, out, json_file)
