@@ -1,0 +1,144 @@
+"""Import graph of qsimdist: cycles (any level), planner->executors imports, private imports.
+
+    python tools/import_graph.py [REPO_ROOT]
+
+Reads every module under ``REPO_ROOT/qsimdist`` (default: this script's
+repository) with :mod:`ast`, without importing anything, and prints
+
+* ``cycles:`` the strongly connected components of the import graph, counting
+  imports at any level (inside functions too). Edges from a package to its own
+  submodules (re-exports) and from a submodule to a parent package are left
+  out;
+* ``planner->executors:`` imports from ``qsimdist.planner`` into
+  ``qsimdist.executors`` (the planner must not depend on the executors);
+* ``private cross-module imports:`` every ``from M import _name`` of a name
+  starting with one underscore from another module.
+
+Imports under ``if TYPE_CHECKING:`` (or ``if typing.TYPE_CHECKING:``) are
+skipped: they are for annotations only and never run.
+"""
+
+import ast
+import pathlib
+import sys
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """ids of every node inside the body of an ``if TYPE_CHECKING:`` block."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for stmt in node.body:
+                skip.update(id(n) for n in ast.walk(stmt))
+    return skip
+
+
+def _modules(root: pathlib.Path) -> dict[str, pathlib.Path]:
+    mods = {}
+    for p in root.rglob("*.py"):
+        parts = list(p.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = p
+    return mods
+
+
+def _resolve(mods, mod: str, node: ast.ImportFrom) -> str | None:
+    pkg = mod.split(".") if mods[mod].name == "__init__.py" else mod.split(".")[:-1]
+    if node.level:
+        base = pkg[: len(pkg) - node.level + 1]
+        return ".".join(base + ([node.module] if node.module else []))
+    return node.module
+
+
+def graph(mods):
+    """(edges module -> imported modules, private imports (module, from, name))."""
+    edges: dict[str, set[str]] = {}
+    private = []
+    for m, p in mods.items():
+        tree = ast.parse(p.read_text())
+        skip = _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            targets = []
+            if isinstance(node, ast.ImportFrom):
+                name = _resolve(mods, m, node)
+                if not name or not name.startswith("qsimdist"):
+                    continue
+                for a in node.names:
+                    full = name + "." + a.name
+                    tgt = full if full in mods else name
+                    targets.append(tgt)
+                    if a.name.startswith("_") and tgt != m and not a.name.startswith("__"):
+                        private.append((m, name, a.name))
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names if a.name.startswith("qsimdist")]
+            for t in targets:
+                while t not in mods and "." in t:
+                    t = t.rsplit(".", 1)[0]
+                if t != m and t in mods:
+                    edges.setdefault(m, set()).add(t)
+    return edges, private
+
+
+def sccs(g):
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, st, on, out, c = {}, {}, [], set(), [], [0]
+    sys.setrecursionlimit(10000)
+
+    def strong(v):
+        index[v] = low[v] = c[0]
+        c[0] += 1
+        st.append(v)
+        on.add(v)
+        for w in g.get(v, ()):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = st.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for v in list(g):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    repo = pathlib.Path(argv[1]) if len(argv) > 1 else pathlib.Path(__file__).resolve().parents[1]
+    mods = _modules(repo / "qsimdist")
+    edges, private = graph(mods)
+    g = {m: {t for t in ts if not t.startswith(m + ".") and not m.startswith(t + ".")}
+         for m, ts in edges.items()}
+    cyc = sccs(g)
+    print("cycles:", len(cyc))
+    for comp in cyc:
+        print("  ", sorted(comp))
+    up = [(m, t) for m, ts in edges.items() for t in ts
+          if m.startswith("qsimdist.planner") and t.startswith("qsimdist.executors")]
+    print("planner->executors:", up)
+    print("private cross-module imports:", len(private))
+    for x in sorted(private):
+        print("  ", x)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
