@@ -32,13 +32,14 @@ another 2x2 tensor here.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import check_dtype, default_memory_limit, parse_memory
+from .config import check_dtype
 from .errors import InvalidInputError, shorten
 from .frontends import GateCircuit, load
 from .frontends.circuit import Gate
@@ -357,13 +358,6 @@ def pauli_on_state(state: np.ndarray, conj_state: np.ndarray, axes: Sequence[int
 
 
 # --------------------------------------------------------------------------- engine
-def _limit(memory_limit) -> int | None:
-    """An explicit limit in bytes, the machine's default for ``None``, no limit for ``"none"``."""
-    if isinstance(memory_limit, str) and memory_limit.strip().lower() in ("none", "unlimited"):
-        return None
-    return parse_memory(memory_limit) if memory_limit is not None else default_memory_limit()
-
-
 @dataclass
 class ExpectationStats:
     """What an engine did: terms by method, contractions, plans made and reused, seconds, FLOPs.
@@ -376,6 +370,7 @@ class ExpectationStats:
     trivial_terms: int = 0
     doubled_terms: int = 0
     state_terms: int = 0
+    statevector_terms: int = 0
     contractions: int = 0
     plans_made: int = 0
     plans_reused: int = 0
@@ -389,7 +384,7 @@ class ExpectationStats:
 
 
 #: how an engine evaluates the terms of one circuit (see :class:`ExpectationEngine`)
-METHODS = ("auto", "doubled", "state")
+METHODS = ("auto", "statevector", "doubled", "state")
 
 
 @dataclass
@@ -454,12 +449,18 @@ class ExpectationEngine:
             raise InvalidInputError(f"unknown method {self.method!r}; valid: {', '.join(METHODS)}")
         if isinstance(self.path_options, dict):
             self.path_options = PathOptions(**self.path_options)
-        self._limit = _limit(self.memory_limit)
-        if self.executor == "mpi":
-            from .engine.distributed import profile_for, world
+        from .engine import RunOptions
 
-            if self.comm is None:
-                self.comm = world()
+        self._options = RunOptions.resolve(dtype=self.dtype, memory_limit=self.memory_limit,
+                                           backend=self.backend, executor=self.executor,
+                                           comm=self.comm)
+        self._budget = self._options.memory
+        self._limit = self._budget.limit
+        self.comm = self._options.comm
+        self.route: dict | None = None
+        if self.executor == "mpi":
+            from .engine.distributed import profile_for
+
             self._profile = profile_for(self.profile or "local-cpu", self._limit)
 
     @property
@@ -486,7 +487,7 @@ class ExpectationEngine:
 
             plan = make_plan(net, dtype=self.dtype, memory_limit=self._limit,
                              path_options=self.path_options)
-            check_plan_fits(plan, self._limit if self._limit is not None else "none")
+            check_plan_fits(plan, self._budget)
         self._plans[key] = plan
         self.stats.plans_made += 1
         return plan
@@ -508,8 +509,12 @@ class ExpectationEngine:
         return value
 
     def _choose(self, circuit: GateCircuit, terms: Sequence[PauliTerm],
-                cones: list[tuple[list[int], set[int]]]) -> tuple[str, list[int], set[int]]:
-        """The method for these (non-trivial) terms, and the union light cone (gates, qubits)."""
+                cones: list[tuple[list[int], set[int]]],
+                method: str) -> tuple[str, list[int], set[int], float]:
+        """The tensor-network method for these (non-trivial) terms, the union light cone
+        (gates, qubits), and the method's predicted seconds (the router's unit)."""
+        from .engine.router import TN_RATE, tn_floor
+
         union: set[int] = set()
         for term in terms:
             union.update(term.qubits)
@@ -517,15 +522,51 @@ class ExpectationEngine:
         qubits = set(union)
         for k in kept:
             qubits.update(circuit.gates[k].qubits)
-        if self.method != "auto":
-            return self.method, kept, qubits
-        if len(qubits) > self.state_max_qubits:
-            return "doubled", kept, qubits
-        m = len(qubits)
-        state = _state_flops(circuit, kept, m) + sum(8.0 * 2.0**m * (t.weight + 1) for t in terms)
         doubled = sum(2 * _state_flops(circuit, k, len(q)) + 8.0 * 2.0 ** len(q) * t.weight
                       for t, (k, q) in zip(terms, cones))
-        return ("state" if state < doubled else "doubled"), kept, qubits
+        doubled_s = doubled / (8.0 * TN_RATE) + tn_floor(2 * len(circuit.gates), len(terms))
+        m = len(qubits)
+        if m <= 40:
+            state = (_state_flops(circuit, kept, m)
+                     + sum(8.0 * 2.0**m * (t.weight + 1) for t in terms))
+            state_s = state / (8.0 * TN_RATE) + tn_floor(len(circuit.gates), 1)
+        else:
+            state, state_s = math.inf, math.inf
+        if method in ("doubled", "state"):
+            return method, kept, qubits, doubled_s if method == "doubled" else state_s
+        if len(qubits) > self.state_max_qubits or not state < doubled:
+            return "doubled", kept, qubits, doubled_s
+        return "state", kept, qubits, state_s
+
+    def _statevector_values(self, circuit: GateCircuit, terms: Sequence[PauliTerm],
+                            live: list[int], values: np.ndarray, route) -> None:
+        """Every live term read off the full state (fused gates applied in circuit order)."""
+        from .executors.statevector import simulate
+        from .frontends.fusion import diagonal_flags, fuse, statevector_flops
+
+        t0 = time.perf_counter()
+        n = circuit.n_qubits
+        fused = fuse(circuit, route.fusion_width or 4, keep_diagonal=False)
+        t1 = time.perf_counter()
+        state = simulate(n, fused.gates, fused.global_phase, self.dtype,
+                         diagonal=diagonal_flags(fused))
+        state = state.astype(np.complex128, copy=False).reshape((2,) * n)
+        conj_state = state.conj()
+        probabilities = None
+        if sum(1 for i in live if set(terms[i].ops) == {"Z"}) > 1:
+            probabilities = (state * conj_state).real
+        for i in live:
+            t = terms[i]
+            axes = [n - 1 - q for q in t.qubits]  # axis a of the state holds qubit n-1-a
+            if set(t.ops) <= set(_PAULI_ACTION):
+                values[i] = pauli_on_state(state, conj_state, axes, t.ops, probabilities)
+            else:
+                values[i] = term_on_state(state, axes, t.ops)
+        st = self.stats
+        st.statevector_terms += len(live)
+        st.flops += statevector_flops(fused)
+        st.plan_seconds += t1 - t0
+        st.execute_seconds += time.perf_counter() - t1
 
     def term_values(self, circuit: GateCircuit, terms: Sequence[PauliTerm]) -> np.ndarray:
         """``Re <psi|P|psi>`` for each term, ``psi = U|0...0>`` (float64 values).
@@ -534,6 +575,7 @@ class ExpectationEngine:
         (see the class docstring), and networks of the same structure reuse one
         plan.
         """
+        original = circuit
         if self.fuse:
             circuit = fuse_gates(circuit)
         values = np.ones(len(terms), dtype=np.float64)
@@ -551,7 +593,23 @@ class ExpectationEngine:
                 qubits.update(circuit.gates[k].qubits)
             cones.append((kept, qubits))
             st.max_light_cone_qubits = max(st.max_light_cone_qubits, len(qubits))
-        method, kept, qubits = self._choose(circuit, [terms[i] for i in live], cones)
+        live_terms = [terms[i] for i in live]
+        method, kept, qubits, tn_s = self._choose(circuit, live_terms, cones, self.method)
+        if self.method in ("auto", "statevector"):
+            from .engine.router import TERM_SECONDS_PER_ELEMENT, route_state_reading
+
+            read = sum(TERM_SECONDS_PER_ELEMENT * 2.0**original.n_qubits * (t.weight + 1)
+                       for t in live_terms)
+            route = route_state_reading(
+                original, what="expectation values", dtype=self.dtype, budget=self._budget,
+                method=self.method, executor=self.executor, backend=self.backend,
+                tn_method=method, tn_seconds_predicted=tn_s, read_seconds=read)
+            self.route = route.to_dict()
+            if route.method == "statevector":
+                self._statevector_values(original, terms, live, values, route)
+                return values
+        else:
+            self.route = {"method": method, "reason": "requested", "executor": self.executor}
         if method == "state" and len(qubits) > self.state_max_qubits:
             raise InvalidInputError(
                 f"the terms' light cones span {len(qubits)} qubits, over state_max_qubits="

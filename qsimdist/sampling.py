@@ -2,9 +2,15 @@
 
 Given a :class:`~qsimdist.frontends.GateCircuit` ``U`` (started in ``|0...0>``)
 and the qubits measured at the end, :func:`sample_bits` draws bitstrings from
-``p(x) = ||(<x|_M (x) I) U|0>||^2`` exactly, by one of three methods chosen
-from the sizes involved and reported with the predicted FLOPs of the plans it
-ran:
+``p(x) = ||(<x|_M (x) I) U|0>||^2`` exactly, by the route the engine's router
+prices cheapest (reported with the predictions it was chosen on and the
+predicted FLOPs of the plans it ran):
+
+- ``statevector``: the fused gates applied to the full ``2^n`` state, the
+  measured qubits' marginal summed from ``|psi|^2``, every shot drawn from it
+  (the cost does not grow with the shots); taken where the state fits a
+  quarter of the memory budget and is predicted faster than the cheapest
+  tensor-network method below:
 
 - ``marginal``: the amplitudes of the measured qubits' backward light cone
   (every light-cone qubit open, one contraction), squared and summed over the
@@ -37,7 +43,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import check_dtype, default_memory_limit, parse_memory
 from .errors import InvalidInputError, PlanError
 from .frontends import GateCircuit, amplitude_network
 from .network import Network
@@ -59,7 +64,7 @@ CHAIN_FIXED_STRUCTURE_BATCH = 8
 CHAIN_PATH_REPEATS = 8
 #: plans a Contractor keeps (least recently used dropped first)
 PLAN_CACHE_SIZE = 128
-METHODS = ("auto", "marginal", "doubled-marginal", "chain", "rejection")
+METHODS = ("auto", "statevector", "marginal", "doubled-marginal", "chain", "rejection")
 #: frugal rejection sampling accepts a candidate x with probability min(1, p(x) 2^n / M)
 REJECTION_M = 12.0
 #: rounds of candidates before frugal rejection sampling gives up
@@ -95,22 +100,20 @@ class Contractor:
 
     def __init__(self, dtype: str = "complex64", memory_limit=None, executor: str = "local",
                  profile=None, comm=None, backend: str = "numpy") -> None:
-        self.dtype = check_dtype(dtype)
-        if isinstance(memory_limit, str) and memory_limit.strip().lower() in ("none", "unlimited"):
-            self.limit = None
-        else:
-            self.limit = (parse_memory(memory_limit) if memory_limit is not None
-                          else default_memory_limit())
-        if executor not in ("local", "mpi"):
-            raise InvalidInputError(f"unknown executor {executor!r}; valid: local, mpi")
+        from .engine import RunOptions
+
+        self.options = RunOptions.resolve(dtype=dtype, memory_limit=memory_limit,
+                                          backend=backend, executor=executor, comm=comm)
+        self.dtype = self.options.dtype
+        self.budget = self.options.memory
+        self.limit = self.budget.limit
         self.executor = executor
         self.backend = backend
-        self.comm = comm
+        self.comm = self.options.comm
         self.profile = None
         if executor == "mpi":
-            from .engine.distributed import profile_for, world
+            from .engine.distributed import profile_for
 
-            self.comm = comm if comm is not None else world()
             self.profile = profile_for(profile or "local-cpu", self.limit)
         self.plans: OrderedDict = OrderedDict()
         self.cheap: dict = {}
@@ -396,8 +399,25 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
     m = len(measured)
     if m == 0 or shots == 0:
         return np.zeros((shots, m), np.uint8), SampleInfo("none", m, 0), {}
+    original = circuit
     circuit = fuse_single_qubit_gates(circuit)
-    chosen, notes = choose_method(circuit, measured) if method == "auto" else (method, {})
+    route = None
+    if method in ("auto", "statevector"):
+        tn_method, notes = choose_method(circuit, measured)
+        route = route_sampling(original, circuit, measured, shots, contractor, method,
+                               tn_method, notes)
+        chosen = route.method
+    else:
+        chosen, notes = method, {}
+    if chosen == "statevector":
+        u = rng.random(shots)
+        p, flops = _marginal_statevector(original, measured, contractor.dtype, route)
+        bits, probs = _draw_rows(p, u, m)
+        info = SampleInfo("statevector", m, original.n_qubits, predicted_flops=flops,
+                          extra={"route": route.to_dict()})
+        return bits, info, probs
+    if route is not None:
+        notes["route"] = route.to_dict()
     before = dataclasses.replace(contractor.stats)
     if chosen == "chain":
         bits = _sample_chain(circuit, measured, shots, rng, contractor)
@@ -410,12 +430,7 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
         u = rng.random(shots)
         p = (_marginal_by_amplitudes(circuit, measured, contractor) if chosen == "marginal"
              else _marginal_doubled(circuit, measured, contractor))
-        idx = _draw(p, u)
-        bits = _index_bits(idx, m)
-        total = float(np.clip(p, 0, None).sum())
-        drawn = np.unique(idx)
-        probs = dict(zip(map(tuple, _index_bits(drawn, m).tolist()),
-                         (np.clip(p[drawn], 0, None) / total).tolist()))
+        bits, probs = _draw_rows(p, u, m)
     if contractor.executor == "mpi":
         bits = contractor.comm.bcast(bits, root=0)
     after = contractor.stats
@@ -431,6 +446,95 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
         extra={k: v for k, v in notes.items() if k != "light_cone_qubits"},
     )
     return bits, info, probs
+
+
+def _draw_rows(p: np.ndarray, u: np.ndarray, m: int) -> tuple[np.ndarray, dict]:
+    """Rows of ``m`` bits drawn from ``p`` by ``u``, and each distinct row's probability."""
+    idx = _draw(p, u)
+    total = float(np.clip(p, 0, None).sum())
+    drawn = np.unique(idx)
+    probs = dict(zip(map(tuple, _index_bits(drawn, m).tolist()),
+                     (np.clip(p[drawn], 0, None) / total).tolist()))
+    return _index_bits(idx, m), probs
+
+
+def _chain_contractions(m: int, shots: int) -> int:
+    """Contractions the chain method runs at most: per group, its distinct prefixes batched."""
+    total, done = 0, 0
+    for a in range(0, m, CHAIN_GROUP):
+        g = min(CHAIN_GROUP, m - a)
+        prefixes = min(shots, 1 << min(done, 62))
+        per_call = max(1, min(CHAIN_MAX_BATCH, CHAIN_MAX_OUTPUT >> g))
+        total += -(-prefixes // per_call)
+        done += g
+    return total
+
+
+def tn_sampling_seconds(circuit: GateCircuit, measured: list[int], shots: int, method: str,
+                        notes: dict) -> float:
+    """Predicted seconds of a tensor-network sampling method (the router's unit).
+
+    ``marginal`` and ``doubled-marginal``: their selection work (real FLOPs) at the
+    router's contraction rate, plus one contraction's per-gate floor; ``chain``:
+    its contractions (distinct prefixes per group, batched) at the greedy path cost
+    of the first group's doubled network plus the floor, each.
+    """
+    from .engine.router import TN_RATE, greedy_cost, tn_floor
+
+    work = notes.get("predicted_selection_work", {})
+    if method in work:
+        return work[method] / (8.0 * TN_RATE) + tn_floor(len(circuit.gates), 1)
+    if method == "chain":
+        first = doubled_network(circuit, measured[:CHAIN_GROUP])
+        calls = _chain_contractions(len(measured), shots)
+        return calls * (greedy_cost(first) / TN_RATE + tn_floor(len(circuit.gates), 1))
+    return math.inf
+
+
+def route_sampling(original: GateCircuit, circuit: GateCircuit, measured: list[int],
+                   shots: int, contractor: Contractor, method: str, tn_method: str,
+                   notes: dict):
+    """The router's choice between the statevector and ``tn_method`` for these shots."""
+    from .engine.router import (
+        DRAW_SECONDS_PER_SHOT,
+        MARGINAL_SECONDS_PER_ELEMENT,
+        route_state_reading,
+    )
+
+    n = original.n_qubits
+    read = MARGINAL_SECONDS_PER_ELEMENT * 2.0**n + DRAW_SECONDS_PER_SHOT * shots
+
+    def tn_seconds() -> float:
+        return tn_sampling_seconds(circuit, measured, shots, tn_method, notes)
+
+    return route_state_reading(original, what="sampling", dtype=contractor.dtype,
+                               budget=contractor.budget, method=method,
+                               executor=contractor.executor, backend=contractor.backend,
+                               tn_method=tn_method, tn_seconds_predicted=tn_seconds,
+                               read_seconds=read)
+
+
+def _marginal_statevector(circuit: GateCircuit, measured: list[int], dtype: str,
+                          route) -> tuple[np.ndarray, float]:
+    """``p`` over ``measured`` (first the most significant) from the full state, and the
+    statevector's FLOPs."""
+    from .executors.statevector import simulate
+    from .frontends.fusion import diagonal_flags, fuse, statevector_flops
+
+    n = circuit.n_qubits
+    fused = fuse(circuit, route.fusion_width or 4, keep_diagonal=False)
+    state = simulate(n, fused.gates, fused.global_phase, dtype, diagonal=diagonal_flags(fused))
+    probs = np.square(state.real)
+    probs += np.square(state.imag)
+    del state
+    # axis a of the (2,)*n tensor holds qubit n-1-a
+    keep = [n - 1 - q for q in measured]
+    summed = tuple(a for a in range(n) if a not in set(keep))
+    tensor = probs.reshape((2,) * n)
+    marginal = tensor.sum(axis=summed, dtype=np.float64) if summed else tensor.astype(np.float64)
+    remaining = sorted(keep)
+    marginal = np.transpose(marginal, [remaining.index(a) for a in keep])
+    return marginal.reshape(-1), statevector_flops(fused)
 
 
 def _marginal_by_amplitudes(circuit: GateCircuit, measured: list[int],

@@ -265,7 +265,7 @@ def test_bad_options_raise():
         EstimatorV2(options={"dtype": "c32"})
     with pytest.raises(InvalidInputError, match="unknown estimator options colour"):
         EstimatorV2(options={"colour": "blue"})
-    with pytest.raises(InvalidInputError, match="valid: auto, doubled, state"):
+    with pytest.raises(InvalidInputError, match="valid: auto, statevector, doubled, state"):
         EstimatorV2(options={"method": "fast"})
 
 
@@ -457,14 +457,27 @@ def test_both_methods_match_statevector(method):
 
 
 def test_auto_method_by_predicted_cost():
-    """Overlapping cones of a narrow deep circuit: one state; local terms of a wide one: doubled."""
+    """A narrow deep circuit: the full statevector (the router's cheapest), or one light-cone
+    state where the statevector may not take the memory; local terms of a wide one: doubled."""
     deep = random_parametric_circuit(10, 80, 41).assign_parameters(np.ones(6))
+    terms = ["ZIIIIIIIIZ", "IIIIXXIIII", "YIIIIIIIIY"]
+    expected = Statevector(deep)
     engine = ExpectationEngine()
-    expectation_values(deep, ["ZIIIIIIIIZ", "IIIIXXIIII", "YIIIIIIIIY"], engine=engine)
-    assert engine.stats.state_terms == 3 and engine.stats.contractions == 1
+    got = expectation_values(deep, terms, engine=engine)
+    assert engine.stats.statevector_terms == 3 and engine.stats.contractions == 0
+    assert engine.route["method"] == "statevector" and engine.route["tensor_network_seconds"] > 0
+    np.testing.assert_allclose(got, [expected.expectation_value(SparsePauliOp(t)).real
+                                     for t in terms], atol=1e-10)
+    # the state and its workspace (32 KiB) over a quarter of the limit: a tensor-network method
+    tight = ExpectationEngine(memory_limit=96 * 1024)
+    again = expectation_values(deep, terms, engine=tight)
+    assert tight.stats.state_terms == 3 and tight.stats.contractions == 1
+    assert tight.route["method"] == "state"
+    assert "does not fit" in tight.route["reason"]
+    np.testing.assert_allclose(again, got, atol=1e-10)
     wide = ExpectationEngine()
     expectation_values(brickwork(24, 2, seed=3), ["I" * 22 + "ZZ", "ZZ" + "I" * 22], engine=wide)
-    assert wide.stats.doubled_terms == 2
+    assert wide.stats.doubled_terms == 2 and wide.route["method"] == "doubled"
 
 
 @pytest.mark.mpi

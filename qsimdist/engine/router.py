@@ -99,9 +99,7 @@ def greedy_cost(net: Network) -> float:
     except ImportError:
         import cotengra as ctg
 
-        from ..planner.path import _symbolic
-
-        inputs, output, size_dict, _ = _symbolic(net)
+        inputs, output, size_dict, _ = net.symbolic()
         path = ctg.array_contract_path(inputs, output, size_dict=size_dict, optimize="greedy")
     else:
         # cotengrust takes one character per index: number them, skipping surrogates
@@ -243,11 +241,12 @@ def route_amplitudes(gc: GateCircuit, bits: list[str], *, order: str, dtype: str
 
 def route_state_reading(gc: GateCircuit, *, what: str, dtype: str, budget: MemoryBudget,
                         method: str, executor: str, backend: str, tn_method: str,
-                        tn_seconds_predicted: float, read_seconds: float) -> Route:
+                        tn_seconds_predicted, read_seconds: float) -> Route:
     """The route for a request answered by reading the final state (shots, Pauli terms).
 
     ``tn_method`` / ``tn_seconds_predicted``: the cheapest tensor-network method
-    for the request and its predicted seconds (priced by the caller's module);
+    for the request and its predicted seconds (priced by the caller's module; a
+    callable is called only where the statevector could be taken);
     ``read_seconds``: predicted seconds to read the answer off the full state
     (drawing the shots, or every term). ``what`` names the request in errors.
     """
@@ -262,6 +261,8 @@ def route_state_reading(gc: GateCircuit, *, what: str, dtype: str, budget: Memor
     if decided is not None:
         return decided
     total = sv + read_seconds
+    if callable(tn_seconds_predicted):
+        tn_seconds_predicted = tn_seconds_predicted()
     if total <= tn_seconds_predicted:
         return Route("statevector", "predicted faster", total,
                      _finite(tn_seconds_predicted), need, width)

@@ -133,10 +133,6 @@ def cache_dir() -> Path:
     return Path(os.environ.get("QSIMDIST_CACHE_DIR", Path.home() / ".cache" / "qsimdist")) / "paths"
 
 
-#: temporary alias for qsimdist.api, until it calls :meth:`Network.symbolic` (then delete)
-_symbolic = Network.symbolic
-
-
 def sliced_names(net: Network, tree) -> list[str]:
     """The network's names of the indices a cotengra tree over ``net.symbolic()`` slices."""
     names = net.canonical_names()

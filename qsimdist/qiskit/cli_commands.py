@@ -56,7 +56,8 @@ def sample(
     memory_limit: Optional[str] = typer.Option(
         None, "--memory-limit", help="Peak memory per contraction, e.g. 8GiB ('none': no limit)."),
     method: str = typer.Option("auto", "--method",
-                               help="auto, marginal, doubled-marginal, chain or rejection."),
+                               help="auto (the router's cheapest), statevector, marginal, "
+                                    "doubled-marginal, chain or rejection."),
     profile: Optional[str] = typer.Option(
         None, "--profile", help="Under mpiexec: hardware profile of the distributed plans."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -86,7 +87,8 @@ def sample(
     if as_json:
         typer.echo(json.dumps({"counts": ordered, "shots": shots, "method": info["method"],
                                "predicted_flops": info["predicted_flops"],
-                               "contractions": info["contractions"]}))
+                               "contractions": info["contractions"],
+                               "route": info.get("route")}))
         return
     for bits, count in ordered.items():
         typer.echo(f"{bits} {count}")

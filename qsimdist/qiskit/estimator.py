@@ -231,6 +231,7 @@ class EstimatorV2(BaseEstimatorV2):
             "circuit_metadata": pub.circuit.metadata,
             "simulator": "qsimdist",
             "qsimdist": spent,
+            "route": engine.route,
         })
 
     def _static_evs(self, pub: EstimatorPub, p_of: np.ndarray, o_of: np.ndarray,

@@ -42,9 +42,11 @@ def expect(
 ) -> None:
     """Expectation values <psi|P|psi> of Pauli labels on CIRCUIT's state (rightmost = qubit 0).
 
-    Each term is contracted on the doubled network of its backward light cone
-    only. Under 'mpiexec -n P' the plans are made on rank 0 for P ranks and run
-    distributed; rank 0 prints.
+    The router picks the route predicted cheapest: the full statevector (every
+    term read off one state, where it fits a quarter of the memory limit), one
+    light-cone state for all terms, or each term's doubled network over its
+    backward light cone. Under 'mpiexec -n P' the plans are made on rank 0 for
+    P ranks and run distributed; rank 0 prints.
     """
     from ..errors import ExecutionError
     from ..executors import launched_under_mpi
@@ -73,14 +75,17 @@ def expect(
             "expectations": [{"observable": label, "value": float(v)}
                              for label, v in zip(observable, values)],
             "stats": engine.stats.to_dict(),
+            "route": engine.route,
         }))
         return
     width = max(len(label) for label in observable)
     for label, v in zip(observable, values):
         typer.echo(f"{label:<{width}}  {float(v): .12f}")
     s = engine.stats
+    route = (engine.route or {}).get("method", "none")
     typer.echo(
-        f"# {s.terms} term(s), {s.contractions} contraction(s), {s.plans_made} plan(s) made, "
+        f"# route {route}, {s.terms} term(s), {s.contractions} contraction(s), "
+        f"{s.plans_made} plan(s) made, "
         f"largest light cone {s.max_light_cone_qubits} qubit(s), plan {s.plan_seconds:.2f}s, "
         f"execute {s.execute_seconds:.2f}s",
         err=True,

@@ -314,6 +314,7 @@ def _summary(infos: list) -> dict:
         "dynamic": any(i.extra.get("dynamic") for i in infos),
         "ancillas": max(i.extra.get("ancillas", 0) for i in infos),
         "cost_note": first["cost_note"],
+        "route": first.get("route"),
     }
     if len(infos) == 1:  # method-specific numbers (e.g. rejection sampling's candidates)
         out.update({k: v for k, v in first.items() if k not in out})
