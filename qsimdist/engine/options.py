@@ -21,7 +21,8 @@ def check_backend(backend: str) -> str:
     from ..executors.local import array_module
 
     if not isinstance(backend, str):
-        raise InvalidInputError(f"backend must be a name (numpy, cupy), got {type(backend).__name__}")
+        raise InvalidInputError(
+            f"backend must be a name (numpy, cupy), got {type(backend).__name__}")
     array_module(backend)
     return backend
 
