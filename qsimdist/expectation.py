@@ -42,7 +42,7 @@ import numpy as np
 from .config import check_dtype
 from .errors import InvalidInputError, shorten
 from .frontends import GateCircuit, load
-from .frontends.circuit import Gate
+from .frontends.fusion import fuse_into_neighbours
 from .network import Network
 from .planner.path import PathOptions
 from .planner.plan import Plan, make_plan
@@ -109,89 +109,7 @@ def parse_term(label: str, n_qubits: int) -> PauliTerm:
     return PauliTerm(tuple(q for q, _ in pairs), "".join(c for _, c in pairs))
 
 
-# --------------------------------------------------------------------------- fusion
-def _apply_one_qubit(gate: Gate, qubit: int, matrix: np.ndarray, before: bool) -> Gate:
-    """``gate`` with the one-qubit ``matrix`` on ``qubit`` applied before (or after) it."""
-    k = len(gate.qubits)
-    pos = gate.qubits.index(qubit)
-    t = gate.matrix.reshape((2,) * (2 * k))
-    if before:  # G @ (1 x m x 1): contract m's row with G's input axis ``k + pos``
-        t = np.moveaxis(np.tensordot(t, matrix, axes=([k + pos], [0])), -1, k + pos)
-    else:  # (1 x m x 1) @ G: contract m's column with G's output axis ``pos``
-        t = np.moveaxis(np.tensordot(matrix, t, axes=([1], [pos])), 0, pos)
-    return Gate(t.reshape(2**k, 2**k), gate.qubits, gate.name)
-
-
-def _reorder(gate: Gate, qubits: tuple[int, ...]) -> np.ndarray:
-    """``gate``'s matrix over the same qubits listed in the order ``qubits``."""
-    k = len(qubits)
-    perm = [gate.qubits.index(q) for q in qubits]
-    t = gate.matrix.reshape((2,) * (2 * k)).transpose(perm + [k + p for p in perm])
-    return t.reshape(2**k, 2**k)
-
-
-def fuse_gates(circuit: GateCircuit) -> GateCircuit:
-    """An equal circuit with one-qubit gates folded into multi-qubit neighbours.
-
-    Each one-qubit gate joins the next multi-qubit gate on its qubit (or, after
-    the last one, the previous); a multi-qubit gate directly following another
-    on the same set of qubits is multiplied into it. Which gates merge depends
-    on the qubits only, never on the matrices, so every binding of a
-    parametrised circuit fuses to the same structure.
-    """
-    pending: dict[int, np.ndarray] = {}  # one-qubit product waiting on each qubit
-    out: list[Gate | None] = []
-    last: dict[int, int] = {}  # qubit -> position in ``out`` of its latest gate
-    for g in circuit.gates:
-        if len(g.qubits) == 1:
-            q = g.qubits[0]
-            pending[q] = g.matrix @ pending[q] if q in pending else g.matrix
-            continue
-        gate = g
-        for q in g.qubits:
-            m = pending.pop(q, None)
-            if m is not None:
-                gate = _apply_one_qubit(gate, q, m, before=True)
-        prev = {last.get(q) for q in g.qubits}
-        if len(prev) == 1 and None not in prev:
-            j = prev.pop()
-            earlier = out[j]
-            if earlier is not None and set(earlier.qubits) == set(g.qubits):
-                out[j] = Gate(gate.matrix @ _reorder(earlier, gate.qubits), gate.qubits,
-                              "fused")
-                continue
-        out.append(gate)
-        for q in g.qubits:
-            last[q] = len(out) - 1
-    for q, m in pending.items():
-        j = last.get(q)
-        if j is None:
-            out.append(Gate(m, (q,), "fused"))
-        else:
-            out[j] = _apply_one_qubit(out[j], q, m, before=False)
-    fused = GateCircuit(circuit.n_qubits, global_phase=circuit.global_phase, name=circuit.name)
-    fused.gates = [g for g in out if g is not None]
-    return fused
-
-
 # --------------------------------------------------------------------------- networks
-def light_cone(circuit: GateCircuit, qubits: Iterable[int]) -> list[int]:
-    """Positions (ascending) of the gates in the backward light cone of ``qubits``.
-
-    Walking the gates from the last, a gate is kept when it touches a qubit
-    already in the cone, and then adds its qubits to the cone.
-    """
-    cone = set(qubits)
-    kept = []
-    for k in range(len(circuit.gates) - 1, -1, -1):
-        g = circuit.gates[k]
-        if not cone.isdisjoint(g.qubits):
-            kept.append(k)
-            cone.update(g.qubits)
-    kept.reverse()
-    return kept
-
-
 def _structure(circuit: GateCircuit, term: PauliTerm, kept: Sequence[int]) -> tuple:
     """The term's network structure in local qubit numbers (rank within the light cone)."""
     cone = set(term.qubits)
@@ -215,7 +133,7 @@ def expectation_network(circuit: GateCircuit, term: PauliTerm,
     identity). The global phase cancels and is not built.
     """
     if kept is None:
-        kept = light_cone(circuit, term.qubits)
+        kept = circuit.light_cone(term.qubits).gates
     n_local, support, gate_qubits = _structure(circuit, term, kept)
     layers = [0] * n_local
     for qs in gate_qubits:
@@ -417,7 +335,8 @@ class ExpectationEngine:
             plans are made on rank 0 for the ranks of ``comm`` and ``profile``).
         profile: hardware profile for ``executor="mpi"`` (default ``local-cpu``).
         comm: MPI communicator (default ``MPI.COMM_WORLD``).
-        fuse: fold one-qubit gates into their neighbours first (:func:`fuse_gates`).
+        fuse: fold one-qubit gates into their neighbours first
+            (:func:`~qsimdist.frontends.fusion.fuse_into_neighbours`).
         method: ``auto``, ``doubled`` or ``state`` (see above).
         state_max_qubits: widest light-cone state the ``state`` method may open.
     """
@@ -518,7 +437,7 @@ class ExpectationEngine:
         union: set[int] = set()
         for term in terms:
             union.update(term.qubits)
-        kept = light_cone(circuit, union)
+        kept = circuit.light_cone(union).gates
         qubits = set(union)
         for k in kept:
             qubits.update(circuit.gates[k].qubits)
@@ -577,7 +496,7 @@ class ExpectationEngine:
         """
         original = circuit
         if self.fuse:
-            circuit = fuse_gates(circuit)
+            circuit = fuse_into_neighbours(circuit)
         values = np.ones(len(terms), dtype=np.float64)
         live = [i for i, t in enumerate(terms) if t.qubits]
         st = self.stats
@@ -587,7 +506,7 @@ class ExpectationEngine:
             return values
         cones = []
         for i in live:
-            kept = light_cone(circuit, terms[i].qubits)
+            kept = circuit.light_cone(terms[i].qubits).gates
             qubits = set(terms[i].qubits)
             for k in kept:
                 qubits.update(circuit.gates[k].qubits)
@@ -709,8 +628,6 @@ __all__ = [
     "PauliTerm",
     "expectation_network",
     "expectation_values",
-    "fuse_gates",
-    "light_cone",
     "parse_term",
     "pauli_on_state",
     "state_network",

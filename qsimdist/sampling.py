@@ -39,12 +39,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .errors import InvalidInputError, PlanError
 from .frontends import GateCircuit, amplitude_network
+from .frontends.fusion import fuse_single_qubit_gates
 from .network import Network
 
 #: the marginal method opens at most this many light-cone qubits (2^k amplitudes)
@@ -181,55 +183,8 @@ class Contractor:
             self.plans.popitem(last=False)
 
 
-# ---------------------------------------------------------------------- light cones
-def light_cone(circuit: GateCircuit, qubits) -> tuple[list[int], list[int]]:
-    """Gates (indices) in the backward light cone of ``qubits``, and the cone's qubits (sorted).
-
-    A gate is kept when it touches a qubit that the measured qubits or a later
-    kept gate touch; every other gate cancels against its adjoint in
-    ``<psi|O|psi>`` for any ``O`` on ``qubits``.
-    """
-    live = set(int(q) for q in qubits)
-    kept: list[int] = []
-    for k in range(len(circuit.gates) - 1, -1, -1):
-        g = circuit.gates[k]
-        if live.intersection(g.qubits):
-            kept.append(k)
-            live.update(g.qubits)
-    kept.reverse()
-    return kept, sorted(live)
-
-
-def fuse_single_qubit_gates(circuit: GateCircuit) -> GateCircuit:
-    """The same unitary with every run of one-qubit gates folded into a neighbouring gate.
-
-    One-qubit gates before a multi-qubit gate on their wire are multiplied into
-    it; what remains at the end of a wire stays one (product) gate. Fewer,
-    larger tensors make shorter plans; the light cone is unchanged, since a
-    one-qubit gate never widens it.
-    """
-    pending: dict[int, np.ndarray] = {}
-    out = GateCircuit(circuit.n_qubits, global_phase=circuit.global_phase, name=circuit.name)
-    for g in circuit.gates:
-        if len(g.qubits) == 1:
-            q = g.qubits[0]
-            pending[q] = g.matrix @ pending[q] if q in pending else g.matrix
-            continue
-        m = g.matrix
-        before = [pending.pop(q, None) for q in g.qubits]
-        if any(b is not None for b in before):
-            factor = np.ones((1, 1), dtype=complex)
-            for b in before:  # big-endian over g.qubits: the first qubit is the leftmost factor
-                factor = np.kron(factor, b if b is not None else np.eye(2))
-            m = m @ factor
-        out.gates.append(dataclasses.replace(g, matrix=m, name="fused"))
-    for q, m in pending.items():
-        out.gates.append(dataclasses.replace(circuit.gates[0], matrix=m, qubits=(q,),
-                                             name="fused"))
-    return out
-
-
-def _sub_circuit(circuit: GateCircuit, gates: list[int], qubits: list[int]) -> GateCircuit:
+# ------------------------------------------------------- light cones (GateCircuit.light_cone)
+def _sub_circuit(circuit: GateCircuit, gates: Sequence[int], qubits: Sequence[int]) -> GateCircuit:
     """The given gates on the given qubits, renumbered 0.. in the order of ``qubits``."""
     where = {q: k for k, q in enumerate(qubits)}
     sub = GateCircuit(len(qubits), name=circuit.name)
@@ -261,7 +216,7 @@ def doubled_network(circuit: GateCircuit, open_qubits: list[int], fixed_qubits: 
     non-negative up to rounding: ``out[s, x] = p(prefix_s, x)``.
     """
     measured = list(open_qubits) + list(fixed_qubits)
-    gates, cone = light_cone(circuit, measured)
+    gates, cone = circuit.light_cone(measured)
     inputs: list[tuple[str, ...]] = []
     arrays: list[np.ndarray] = []
     size_dict: dict[str, int] = {}
@@ -348,7 +303,7 @@ def choose_method(circuit: GateCircuit, measured: list[int]) -> tuple[str, dict]
     groups of ``2^group`` outputs per distinct prefix. The first two are
     refused beyond :data:`MARGINAL_MAX_QUBITS` / :data:`DOUBLED_MAX_QUBITS`.
     """
-    gates, cone = light_cone(circuit, measured)
+    gates, cone = circuit.light_cone(measured)
     c, m = len(cone), len(measured)
     work = 1.0 + sum(2 ** len(circuit.gates[k].qubits) for k in gates)
     predicted = {
@@ -434,7 +389,7 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
     if contractor.executor == "mpi":
         bits = contractor.comm.bcast(bits, root=0)
     after = contractor.stats
-    _, cone = light_cone(circuit, measured)
+    _, cone = circuit.light_cone(measured)
     info = SampleInfo(
         method=chosen,
         measured_qubits=m,
@@ -540,7 +495,7 @@ def _marginal_statevector(circuit: GateCircuit, measured: list[int], dtype: str,
 def _marginal_by_amplitudes(circuit: GateCircuit, measured: list[int],
                             contractor: Contractor) -> np.ndarray:
     """``p`` over ``measured`` (first the most significant), from the light cone's amplitudes."""
-    gates, cone = light_cone(circuit, measured)
+    gates, cone = circuit.light_cone(measured)
     sub = _sub_circuit(circuit, gates, cone)
     n = len(cone)
     amps = contractor.contract(amplitude_network(sub, "*" * n))
@@ -628,7 +583,7 @@ def _sample_rejection(circuit: GateCircuit, measured: list[int], shots: int,
     distribution is ``(1 + M) e^-M`` (1e-4 at ``M = 12``), reported as
     ``truncated`` when a drawn candidate was over the bound.
     """
-    gates, cone = light_cone(circuit, measured)
+    gates, cone = circuit.light_cone(measured)
     if sorted(cone) != sorted(measured):
         raise InvalidInputError(
             "rejection sampling needs every qubit of the measured qubits' light cone measured "

@@ -12,8 +12,9 @@ by reversing their qubit tuple.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,6 +38,16 @@ class Gate:
     matrix: np.ndarray
     qubits: tuple[int, ...]
     name: str = "unitary"
+
+
+class LightCone(NamedTuple):
+    """The backward light cone of some qubits: gate positions (ascending) and qubits (sorted).
+
+    A tuple, so ``gates, qubits = circuit.light_cone(measured)`` unpacks it.
+    """
+
+    gates: tuple[int, ...]
+    qubits: tuple[int, ...]
 
 
 @dataclass
@@ -77,6 +88,26 @@ class GateCircuit:
             for q in g.qubits:
                 level[q] = d
         return max(level, default=0)
+
+    def light_cone(self, qubits: Iterable[int]) -> LightCone:
+        """The gates (positions, ascending) in the backward light cone of ``qubits``, and
+        the cone's qubits (sorted: ``qubits`` and every qubit of those gates).
+
+        Walking the gates from the last, a gate is kept when it touches a qubit
+        already in the cone, and then adds its qubits to the cone. Every other
+        gate cancels against its adjoint in ``<psi|O|psi>`` for any ``O`` on
+        ``qubits``, and no gate after it can reach them. The order and
+        repetitions of ``qubits`` do not matter; no qubits give an empty cone.
+        """
+        cone = {int(q) for q in qubits}
+        kept: list[int] = []
+        for k in range(len(self.gates) - 1, -1, -1):
+            g = self.gates[k]
+            if not cone.isdisjoint(g.qubits):
+                kept.append(k)
+                cone.update(g.qubits)
+        kept.reverse()
+        return LightCone(tuple(kept), tuple(sorted(cone)))
 
 
 def parse_bitstring(bitstring: str, n_qubits: int, order: str = "qiskit") -> list[str]:
