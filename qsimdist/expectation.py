@@ -519,10 +519,20 @@ class ExpectationEngine:
 
             read = sum(TERM_SECONDS_PER_ELEMENT * 2.0**original.n_qubits * (t.weight + 1)
                        for t in live_terms)
+
+            def tn_seconds(method=method, kept=kept, qubits=qubits, tn_s=tn_s) -> float:
+                if method != "state":
+                    return tn_s
+                # one all-open light-cone network: priced as amplitudes are (greedy path)
+                from .engine.router import TN_RATE, greedy_cost, tn_floor
+
+                net = state_network(circuit, qubits, kept)
+                return greedy_cost(net) / TN_RATE + tn_floor(len(circuit.gates), 1)
+
             route = route_state_reading(
                 original, what="expectation values", dtype=self.dtype, budget=self._budget,
                 method=self.method, executor=self.executor, backend=self.backend,
-                tn_method=method, tn_seconds_predicted=tn_s, read_seconds=read)
+                tn_method=method, tn_seconds_predicted=tn_seconds, read_seconds=read)
             self.route = route.to_dict()
             if route.method == "statevector":
                 self._statevector_values(original, terms, live, values, route)

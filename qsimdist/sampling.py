@@ -429,20 +429,26 @@ def tn_sampling_seconds(circuit: GateCircuit, measured: list[int], shots: int, m
                         notes: dict) -> float:
     """Predicted seconds of a tensor-network sampling method (the router's unit).
 
-    ``marginal`` and ``doubled-marginal``: their selection work (real FLOPs) at the
-    router's contraction rate, plus one contraction's per-gate floor; ``chain``:
-    its contractions (distinct prefixes per group, batched) at the greedy path cost
-    of the first group's doubled network plus the floor, each.
+    As for amplitudes (:func:`qsimdist.engine.router.tn_seconds`): per contraction,
+    the multiply-adds of cotengra's greedy path on the network the method builds,
+    at the router's contraction rate, plus the per-gate floor. ``marginal``: one
+    contraction of the light cone with every qubit open; ``doubled-marginal``: one
+    doubled network; ``chain``: its contractions (distinct prefixes per group,
+    batched), each priced as the first group's doubled network.
     """
     from .engine.router import TN_RATE, greedy_cost, tn_floor
 
-    work = notes.get("predicted_selection_work", {})
-    if method in work:
-        return work[method] / (8.0 * TN_RATE) + tn_floor(len(circuit.gates), 1)
+    floor = tn_floor(len(circuit.gates), 1)
+    if method == "marginal":
+        gates, cone = circuit.light_cone(measured)
+        net = amplitude_network(_sub_circuit(circuit, gates, cone), "*" * len(cone))
+        return greedy_cost(net) / TN_RATE + floor
+    if method == "doubled-marginal":
+        return greedy_cost(doubled_network(circuit, measured)) / TN_RATE + floor
     if method == "chain":
         first = doubled_network(circuit, measured[:CHAIN_GROUP])
         calls = _chain_contractions(len(measured), shots)
-        return calls * (greedy_cost(first) / TN_RATE + tn_floor(len(circuit.gates), 1))
+        return calls * (greedy_cost(first) / TN_RATE + floor)
     return math.inf
 
 

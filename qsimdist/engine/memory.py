@@ -66,12 +66,16 @@ class MemoryBudget:
             cannot be read.
         source: ``"explicit"``, ``"environment"``, ``"default"`` or ``"none"``.
         ranks_on_host: the ranks the host's memory is shared by (1 outside MPI).
+        host: this host's physical memory + swap shared by those ranks (``None``
+            where unreadable): an explicit limit above it is not a licence to
+            allocate more than the host has, so :meth:`check` refuses that too.
     """
 
     limit: int | None
     bound: int | None
     source: str
     ranks_on_host: int = 1
+    host: int | None = None
 
     @classmethod
     def resolve(cls, value=None, comm=None) -> MemoryBudget:
@@ -86,15 +90,15 @@ class MemoryBudget:
             value, source = os.environ["QSIMDIST_MEMORY_LIMIT"], "environment"
         if is_none_word(value):
             share = _ranks_on_host(comm)
-            whole = machine_memory()
-            return cls(None, None if whole is None else whole // share, "none", share)
+            host = _share(machine_memory(), share)
+            return cls(None, host, "none", share, host)
         if value is None:
             share = _ranks_on_host(comm)
-            whole = default_memory_limit()
-            limit = None if whole is None else whole // share
-            return cls(limit, limit if limit is not None else machine_memory(), "default", share)
-        limit = parse_memory(value)
-        return cls(limit, limit, source, 1)
+            host = _share(machine_memory(), share)
+            limit = _share(default_memory_limit(), share)
+            return cls(limit, limit if limit is not None else host, "default", share, host)
+        # no collective here: an explicit limit may be resolved on one rank alone
+        return cls(parse_memory(value), parse_memory(value), source, 1, machine_memory())
 
     @property
     def unbounded(self) -> bool:
@@ -106,14 +110,23 @@ class MemoryBudget:
         return "none" if self.limit is None else self.limit
 
     def check(self, need: int, what: str) -> None:
-        """Refuse (PlanError) when ``need`` bytes exceed what this budget may allocate."""
+        """Refuse (PlanError) when ``need`` bytes exceed what this budget may allocate, or
+        what this host has (an explicit limit larger than the host does not make room)."""
+        per_rank = " per rank" if self.ranks_on_host > 1 else ""
+        if (self.limit is not None and self.host is not None and need > self.host
+                and (self.bound is None or need <= self.bound)):
+            raise PlanError(
+                f"{what} needs {format_bytes(need)}, more than this host's physical memory + "
+                f"swap{per_rank} ({format_bytes(self.host)}), though the memory limit "
+                f"({format_bytes(self.limit)}) would allow it"
+            )
         if self.bound is None or need <= self.bound:
             return
         if self.limit is None:
             raise PlanError(
                 f"{what} needs {format_bytes(need)}, more than this host's physical memory + "
-                f"swap{' per rank' if self.ranks_on_host > 1 else ''} "
-                f"({format_bytes(self.bound)}), which bounds even --memory-limit none"
+                f"swap{per_rank} ({format_bytes(self.bound)}), which bounds even "
+                "--memory-limit none"
             )
         raise PlanError(
             f"memory limit {format_bytes(self.bound)} is too small: {what} needs "
@@ -122,6 +135,10 @@ class MemoryBudget:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _share(nbytes: int | None, ranks: int) -> int | None:
+    return None if nbytes is None else nbytes // max(1, ranks)
 
 
 __all__ = ["NONE_WORDS", "MemoryBudget", "is_none_word", "machine_memory"]

@@ -60,6 +60,11 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+#: most devices a profile of any number of nodes is planned for (2^24: the distribution
+#: planner's search grows with log2 of the count, and no machine comes near it)
+MAX_DEVICES = 1 << 24
+
+
 @dataclass(frozen=True)
 class HardwareProfile:
     """The per-device resources of one machine type.
@@ -182,10 +187,12 @@ class HardwareProfile:
         return [1 << k for k in range(top.bit_length()) if 1 << k <= top]
 
     def check_devices(self, p: int) -> None:
-        """Raise :class:`ProfileError` unless ``p`` is a power of two within the profile's size."""
+        """Raise :class:`ProfileError` unless ``p`` is a power of two within the profile's size
+        (at most :data:`MAX_DEVICES` for a profile of any number of nodes)."""
         top = self.max_devices()
         if top is None:
-            valid = "a power of two >= 1 (1, 2, 4, 8, ...; any number of nodes)"
+            valid = (f"a power of two from 1 to 2^{MAX_DEVICES.bit_length() - 1} (1, 2, 4, 8, "
+                     "...; any number of nodes)")
         else:
             counts = self.valid_device_counts()
             valid = f"a power of two from 1 to {counts[-1]} ({', '.join(map(str, counts))})"
@@ -193,6 +200,12 @@ class HardwareProfile:
         if not is_int or p < 1 or p & (p - 1):
             raise ProfileError(
                 f"profile {self.name!r} cannot use {p!r} devices: the device count must be {valid}"
+            )
+        if top is None and p > MAX_DEVICES:
+            raise ProfileError(
+                f"profile {self.name!r} cannot use {p} devices: qsimdist plans for at most "
+                f"2^{MAX_DEVICES.bit_length() - 1} = {MAX_DEVICES:,} devices (the largest GPU "
+                f"systems hold about 10^5); the device count must be {valid}"
             )
         if top is not None and p > top:
             raise ProfileError(

@@ -55,6 +55,8 @@ def sample(
     dtype: str = typer.Option("complex64", "--dtype", help="complex64 or complex128."),
     memory_limit: Optional[str] = typer.Option(
         None, "--memory-limit", help="Peak memory per contraction, e.g. 8GiB ('none': no limit)."),
+    backend: str = typer.Option("numpy", "--backend",
+                                help="Array library of the contractions: numpy or cupy."),
     method: str = typer.Option("auto", "--method",
                                help="auto (the router's cheapest), statevector, marginal, "
                                     "doubled-marginal, chain or rejection."),
@@ -76,7 +78,7 @@ def sample(
 
     qc = load_sampling_circuit(circuit)
     options = {"dtype": dtype, "memory_limit": memory_limit, "method": method,
-               "profile": profile}
+               "profile": profile, "backend": backend}
     result = SamplerV2(seed=seed, options=options).run([qc], shots=shots).result()[0]
     counts = result.join_data().get_counts()
     info = result.metadata["sampling"]

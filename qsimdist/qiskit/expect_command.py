@@ -33,6 +33,12 @@ def expect(
         help="Peak memory per contraction, e.g. 8GiB (default: 80% of the memory available; "
         "'none': no limit).",
     ),
+    backend: str = typer.Option("numpy", "--backend",
+                                help="Array library of the contractions: numpy or cupy."),
+    method: str = typer.Option(
+        "auto", "--method",
+        help="auto (the router's cheapest), statevector, state (one light-cone state) or "
+        "doubled (each term's doubled network)."),
     profile: Optional[str] = typer.Option(
         None, "--profile",
         help="Under mpiexec: hardware profile the distributed plans are made for (default "
@@ -63,7 +69,7 @@ def expect(
         parse_term(label, gc.n_qubits)  # every label is checked before any contraction
     executor = "mpi" if launched_under_mpi() else "local"
     engine = ExpectationEngine(dtype=dtype, memory_limit=memory_limit, executor=executor,
-                               profile=profile)
+                               profile=profile, backend=backend, method=method)
     values = expectation_values(gc, observable, engine=engine)
     if executor == "mpi" and engine.comm.Get_rank() != 0:
         return

@@ -1,0 +1,245 @@
+"""The engine layer: one memory budget, options resolved once, one router behind every door.
+
+The spec is issue 23's: every entry point (``qsimdist.amplitudes``,
+``SamplerV2``, ``EstimatorV2``, ``qsimdist amplitude / sample / expect``)
+takes the route the router prices cheapest and says which; every option is
+honoured or refused the same way on the statevector and the tensor-network
+routes; a result that cannot fit is refused before anything is allocated.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from qiskit import QuantumCircuit
+from qiskit.quantum_info import SparsePauliOp, Statevector
+
+import qsimdist
+import qsimdist.engine.memory
+from qsimdist.cli import main
+from qsimdist.engine import MemoryBudget, RunOptions
+from qsimdist.errors import InvalidInputError, MissingDependencyError, PlanError, ProfileError
+from qsimdist.expectation import ExpectationEngine, expectation_values
+from qsimdist.qiskit import EstimatorV2, SamplerV2
+from qsimdist.sampling import Contractor, sample_bits
+
+
+def brick(n: int, depth: int, seed: int) -> QuantumCircuit:
+    rng = np.random.default_rng(seed)
+    qc = QuantumCircuit(n)
+    for layer in range(depth):
+        for q in range(n):
+            qc.rx(float(rng.uniform(0, np.pi)), q)
+            qc.rz(float(rng.uniform(0, np.pi)), q)
+        for q in range(layer % 2, n - 1, 2):
+            qc.cz(q, q + 1)
+    return qc
+
+
+@pytest.fixture
+def cli(capsys):
+    """``qsimdist ARGS`` in this process: (exit code, stdout, stderr)."""
+
+    def run(*args: str):
+        rc = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return rc, out, err
+
+    return run
+
+
+# ----------------------------------------------------------------------- memory budget
+def test_memory_budget_words_mean_the_same_everywhere(monkeypatch):
+    monkeypatch.delenv("QSIMDIST_MEMORY_LIMIT", raising=False)
+    monkeypatch.setattr(qsimdist.engine.memory, "machine_memory", lambda: 64 << 30)
+    monkeypatch.setattr(qsimdist.engine.memory, "default_memory_limit", lambda: 8 << 30)
+    explicit = MemoryBudget.resolve("2GiB")
+    assert (explicit.limit, explicit.bound, explicit.source) == (2 << 30, 2 << 30, "explicit")
+    default = MemoryBudget.resolve(None)
+    assert (default.limit, default.bound, default.source) == (8 << 30, 8 << 30, "default")
+    none = MemoryBudget.resolve("None ")
+    assert none.limit is None and none.bound == 64 << 30 and none.unbounded
+    assert MemoryBudget.resolve(none) is none
+    monkeypatch.setenv("QSIMDIST_MEMORY_LIMIT", "3GiB")
+    env = MemoryBudget.resolve(None)
+    assert (env.limit, env.source) == (3 << 30, "environment")
+    monkeypatch.setenv("QSIMDIST_MEMORY_LIMIT", "unlimited")
+    assert MemoryBudget.resolve(None).limit is None
+    with pytest.raises(InvalidInputError, match="cannot read memory size"):
+        MemoryBudget.resolve("lots")
+
+
+def test_memory_budget_shares_the_host_between_its_ranks(monkeypatch):
+    """Default and 'none' divide the host by the ranks on it; an explicit limit is per rank."""
+
+    class TwoRanks:
+        def Get_size(self):
+            return 2
+
+    monkeypatch.delenv("QSIMDIST_MEMORY_LIMIT", raising=False)
+    monkeypatch.setattr(qsimdist.engine.memory, "machine_memory", lambda: 64 << 30)
+    monkeypatch.setattr(qsimdist.engine.memory, "default_memory_limit", lambda: 8 << 30)
+    monkeypatch.setattr("qsimdist.executors.mpi.ranks_on_host", lambda comm: 2)
+    assert MemoryBudget.resolve(None, TwoRanks()).limit == 4 << 30
+    none = MemoryBudget.resolve("none", TwoRanks())
+    assert none.limit is None and none.bound == 32 << 30 and none.ranks_on_host == 2
+    assert MemoryBudget.resolve("1GiB", TwoRanks()).limit == 1 << 30
+
+
+def test_a_limit_above_the_host_does_not_make_room(monkeypatch, cli):
+    """An explicit limit larger than the host refuses a need the host cannot hold, up front."""
+    monkeypatch.setattr(qsimdist.engine.memory, "machine_memory", lambda: 1 << 20)
+    with pytest.raises(PlanError, match="more than this host's physical memory"):
+        qsimdist.amplitudes(brick(18, 1, 0), "*" * 18, dtype="complex128",
+                            memory_limit="1GiB")
+    rc, out, err = cli("amplitude", "circuits/ghz_n12.qasm", "*" * 12, "--dtype", "complex128",
+                       "--memory-limit", "1GiB")
+    assert rc == 0  # 64 KiB fits the real host
+
+
+# ----------------------------------------------------------------------- options
+@pytest.mark.parametrize("route", ["statevector", "tensor-network"])
+@pytest.mark.parametrize("backend,error,match", [
+    ("torch", InvalidInputError, "valid: numpy, cupy"),
+    ("cupy", MissingDependencyError, "needs cupy"),
+])
+def test_backend_refused_alike_on_every_route_and_entry_point(route, backend, error, match,
+                                                             cli):
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        if backend == "cupy":
+            pytest.skip("cupy is installed here: the backend is valid")
+    qc = brick(6, 3, 1)
+    with pytest.raises(error, match=match):
+        qsimdist.amplitudes(qc, "000000", backend=backend, method=route)
+    sampler_method = "statevector" if route == "statevector" else "marginal"
+    measured = qc.measure_all(inplace=False)
+    with pytest.raises(error, match=match):
+        SamplerV2(options={"backend": backend, "method": sampler_method}).run([measured]).result()
+    estimator_method = "statevector" if route == "statevector" else "doubled"
+    with pytest.raises(error, match=match):
+        EstimatorV2(options={"backend": backend, "method": estimator_method}).run(
+            [(qc, "ZIIIIZ")]).result()
+    with pytest.raises(error, match=match):
+        expectation_values(qc, ["ZZIIII"], backend=backend)
+    for command in (["amplitude", "circuits/ghz_n5.qasm", "00000"],
+                    ["sample", "circuits/ghz_n5.qasm", "--shots", "10"],
+                    ["expect", "circuits/ghz_n5.qasm", "-O", "ZZIII"]):
+        rc, out, err = cli(*command, "--backend", backend)
+        assert rc == 2 and "Traceback" not in out + err
+        assert err.startswith("qsimdist: error:") and len(err.splitlines()) == 1
+        assert match.split()[-1] in err
+
+
+@pytest.mark.parametrize("option,value,match", [
+    ("dtype", "complex32", "valid: complex64, complex128"),
+    ("memory_limit", "lots", "cannot read memory size"),
+    ("gemm", "tf32", "tf32"),
+])
+def test_bad_options_refused_before_routing(option, value, match):
+    """The same refusal whichever route the call would take (small: statevector; forced TN)."""
+    qc = brick(6, 3, 2)
+    for method in ("auto", "statevector", "tensor-network"):
+        with pytest.raises(InvalidInputError, match=match):
+            qsimdist.amplitudes(qc, "000000", method=method, **{option: value})
+    if option != "gemm":
+        with pytest.raises(InvalidInputError, match=match):
+            Contractor(**{option: value})
+        with pytest.raises(InvalidInputError, match=match):
+            ExpectationEngine(**{option: value})
+
+
+def test_run_options_resolve_the_memory_limit_once(monkeypatch):
+    calls = []
+    real = qsimdist.engine.memory.default_memory_limit
+
+    def counting():
+        calls.append(1)
+        return real()
+
+    monkeypatch.delenv("QSIMDIST_MEMORY_LIMIT", raising=False)
+    monkeypatch.setattr(qsimdist.engine.memory, "default_memory_limit", counting)
+    opts = RunOptions.resolve()
+    assert len(calls) == 1 and opts.limit == opts.memory.limit
+    qsimdist.amplitudes(brick(8, 4, 3), ["00000000", "11111111", "0101010*"],
+                        method="tensor-network")
+    assert len(calls) == 2  # once for the call above, never again mid-run
+
+
+def test_device_counts_beyond_any_machine_are_refused_at_once(cli):
+    for p in (1 << 40, 1 << 70):
+        rc, out, err = cli("plan", "circuits/ghz_n5.qasm", "--profile", "h100-ib",
+                           "--devices", str(p))
+        assert rc == 2 and "at most 2^24" in out + err
+    from qsimdist.hardware import load_profile
+
+    with pytest.raises(ProfileError, match="at most 2"):
+        load_profile("h100-ib").check_devices(1 << 25)
+
+
+# ----------------------------------------------------------------------- sampling routes
+def test_sampler_statevector_route_draws_the_marginal_exactly():
+    """Same seed, same uniforms: the statevector and the marginal method draw the same shots."""
+    from qsimdist.frontends import load
+
+    qc = brick(9, 5, 4)
+    gc = load(qc)
+    measured = [7, 1, 4]
+    c = Contractor(dtype="complex128")
+    sv, info, probs = sample_bits(gc, measured, 4000, np.random.default_rng(11), c,
+                                  "statevector")
+    tn, info_tn, _ = sample_bits(gc, measured, 4000, np.random.default_rng(11), c, "marginal")
+    assert info.method == "statevector" and info_tn.method == "marginal"
+    assert info.contractions == 0 and info.extra["route"]["method"] == "statevector"
+    np.testing.assert_array_equal(sv, tn)
+    exact = Statevector(qc).probabilities(measured[::-1])  # Qiskit: first qubit least significant
+    for row, p in probs.items():
+        index = int("".join(map(str, row)), 2)
+        assert p == pytest.approx(exact[index], abs=1e-12)
+    freq = np.bincount(sv @ (1 << np.arange(len(measured) - 1, -1, -1)), minlength=8) / 4000
+    assert 0.5 * np.abs(freq - exact).sum() < 0.05
+
+
+def test_every_door_says_its_route():
+    """A narrow deep circuit: statevector through every door; a wide shallow one: not."""
+    deep = brick(14, 30, 5)
+    measured = deep.measure_all(inplace=False)
+    res = SamplerV2(seed=1).run([measured], shots=500).result()[0]
+    route = res.metadata["sampling"]["route"]
+    assert route["method"] == "statevector"
+    assert route["statevector_seconds"] < route["tensor_network_seconds"]
+    assert sum(res.data.meas.get_counts().values()) == 500
+    obs = SparsePauliOp(["Z" + "I" * 12 + "Z", "XX" + "I" * 12])
+    est = EstimatorV2().run([(deep, obs)]).result()[0]
+    assert est.metadata["route"]["method"] == "statevector"
+    assert float(est.data.evs) == pytest.approx(Statevector(deep).expectation_value(obs).real,
+                                                abs=1e-9)
+    amp = qsimdist.amplitudes(deep, "0" * 14)
+    assert amp.stats["method"] == "statevector" and amp.stats["route"]["statevector_seconds"]
+    wide = brick(40, 2, 6)
+    est = EstimatorV2().run([(wide, "Z" + "I" * 39)]).result()[0]
+    assert est.metadata["route"]["method"] in ("state", "doubled")
+    assert "does not fit" in est.metadata["route"]["reason"]
+
+
+def test_cli_sample_and_expect_report_the_route(tmp_path, cli):
+    from qiskit import qasm2
+
+    path = tmp_path / "deep.qasm"
+    path.write_text(qasm2.dumps(brick(14, 30, 7)))
+    rc, out, _ = cli("sample", str(path), "--shots", "200", "--seed", "3", "--json")
+    assert rc == 0
+    obj = json.loads(out)
+    assert obj["method"] == "statevector" and obj["route"]["reason"] == "predicted faster"
+    assert sum(obj["counts"].values()) == 200
+    rc, out, _ = cli("expect", str(path), "-O", "Z" + "I" * 12 + "Z", "--json")
+    assert rc == 0 and json.loads(out)["route"]["method"] == "statevector"
+    rc, out, _ = cli("expect", str(path), "-O", "Z" + "I" * 12 + "Z", "--method", "doubled",
+                     "--json")
+    obj = json.loads(out)
+    assert rc == 0 and obj["route"]["method"] == "doubled" and obj["stats"]["doubled_terms"] == 1
