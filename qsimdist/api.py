@@ -21,6 +21,7 @@ from .engine.batching import (
     batches,
     open_positions,  # noqa: F401  (public: the batcher's grouping)
 )
+from .engine.cache import PLANS
 from .engine.memory import (
     MemoryBudget,
     machine_memory,  # noqa: F401  (public since 0.1)
@@ -506,12 +507,14 @@ def _network_amplitudes(gc: GateCircuit, bitstrings: list[str], route: Route,
                         budget: MemoryBudget, make: Callable[[Network, bool], Plan],
                         run: Callable[[Plan], object], *, order: str, dtype: str,
                         simplify_sequence: str, opts: PathOptions, progress, batch: bool,
-                        method: str) -> AmplitudeResult:
+                        method: str, variant: tuple = ("local",)) -> AmplitudeResult:
     """The tensor-network route: one contraction per pattern or batch of bitstrings.
 
     ``make(network, chosen)`` plans a contraction (``chosen``: a batch qsimdist
     chose itself) and ``run(plan)`` executes it; contractions with the same
-    network structure reuse one plan.
+    network structure reuse one plan from the process's plan cache
+    (:data:`qsimdist.engine.cache.PLANS`, keyed with ``variant``: what else
+    changes the plan ``make`` builds).
     """
     gc_net = fuse_for_network(gc)
     # work items: (pattern, [(slot in the result, offsets in its array or None for all)])
@@ -532,19 +535,17 @@ def _network_amplitudes(gc: GateCircuit, bitstrings: list[str], route: Route,
               "plan_seconds": 0.0, "execute_seconds": 0.0, "peak_bytes": 0,
               "transposed_bytes": 0, "n_slices": 0, "path_cache_hits": 0, "contractions": 0,
               "plans_reused": 0}
-    plans: dict = {}
     for done, (pattern, slots, offs) in enumerate(work, start=1):
         t0 = time.perf_counter()
         net = _simplify(amplitude_network(gc_net, pattern, order), simplify_sequence,
                         budget.limit, dtype)
-        key = (tuple(map(tuple, net.inputs)), tuple(net.output),
-               tuple(sorted(net.size_dict.items())))
-        known = plans.get(key)
-        if known is not None:
-            p = dataclasses.replace(known, network=net, meta=dict(net.meta))
+        chosen = offs is not None and "*" in pattern
+        p, reused = PLANS.get(net, dtype=dtype, limit=budget.limit, path_options=opts,
+                              variant=(variant, chosen),
+                              build=lambda net=net, chosen=chosen: make(net, chosen))
+        if reused:
             totals["plans_reused"] += 1
         else:
-            p = plans[key] = make(net, offs is not None and "*" in pattern)
             totals["path_cache_hits"] += int(p.stats.path_from_cache)
         t1 = time.perf_counter()
         v = np.asarray(_to_numpy(run(p))).reshape(-1)
@@ -629,7 +630,9 @@ def distributed_amplitudes(circuit, bitstrings, *, memory_limit=None, backend: s
 
         res = _network_amplitudes(gc, bits, route, budget, make, execute, order=order,
                                   dtype=dtype, simplify_sequence=simplify_sequence, opts=opts,
-                                  progress=progress, batch=batch, method=method)
+                                  progress=progress, batch=batch, method=method,
+                                  variant=("mpi", prof.name, prof.memory_bytes,
+                                           comm.Get_size()))
         res.stats["ranks"] = [per_rank[r] for r in sorted(per_rank)]
         return res
 

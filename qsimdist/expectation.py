@@ -45,7 +45,7 @@ from .frontends import GateCircuit, load
 from .frontends.fusion import fuse_into_neighbours
 from .network import Network
 from .planner.path import PathOptions
-from .planner.plan import Plan, make_plan
+from .planner.plan import Plan
 
 _S = 1.0 / np.sqrt(2.0)
 
@@ -388,27 +388,24 @@ class ExpectationEngine:
         return len(self._plans)
 
     def _plan_for(self, key: tuple, net: Network) -> Plan:
-        known = self._plans.get(key)
-        if known is not None:
-            self.stats.plans_reused += 1
-            return dataclasses.replace(known, network=net, meta=dict(net.meta))
+        """The process's cached plan for ``net`` (:data:`qsimdist.engine.cache.PLANS`)."""
+        from .engine.cache import PLANS
+
         if self.executor == "mpi":
-            from .engine.distributed import distribute, plan_on_root
-
-            def build() -> Plan:
-                one = make_plan(net, dtype=self.dtype, memory_limit=None,
-                                path_options=self.path_options)
-                return distribute(one, self._profile, self.comm.Get_size())
-
-            plan = plan_on_root(build, self.comm)
+            plan, reused = PLANS.get(net, dtype=self.dtype, limit=None,
+                                     path_options=self.path_options, executor="mpi",
+                                     profile=self._profile, comm=self.comm)
         else:
             from .api import check_plan_fits
 
-            plan = make_plan(net, dtype=self.dtype, memory_limit=self._limit,
-                             path_options=self.path_options)
+            plan, reused = PLANS.get(net, dtype=self.dtype, limit=self._limit,
+                                     path_options=self.path_options)
             check_plan_fits(plan, self._budget)
-        self._plans[key] = plan
-        self.stats.plans_made += 1
+        self._plans[key] = True
+        if reused:
+            self.stats.plans_reused += 1
+        else:
+            self.stats.plans_made += 1
         return plan
 
     def _contract(self, key: tuple, net: Network, t0: float) -> np.ndarray:

@@ -41,10 +41,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -156,7 +154,13 @@ class ContractOptions:
                 f"path_options must be a PathOptions or a dict, got "
                 f"{type(self.path_options).__name__}"
             )
-        self.resolved_memory_limit()  # refuse an unreadable size now, not after planning
+        from .config import parse_memory
+        from .engine.memory import is_none_word
+        from .engine.options import check_backend
+
+        if self.memory_limit is not None and not is_none_word(self.memory_limit):
+            parse_memory(self.memory_limit)  # refuse an unreadable size now, not after planning
+        check_backend(self.backend)
 
     @classmethod
     def coerce(cls, options: ContractOptions | dict | None = None, **extra: Any) -> ContractOptions:
@@ -182,14 +186,20 @@ class ContractOptions:
             )
         return cls(**base)
 
-    def resolved_memory_limit(self) -> int | None:
-        """Bytes allowed (``None``: no limit), from :attr:`memory_limit`."""
-        from .config import default_memory_limit, parse_memory
+    def resolved_budget(self):
+        """The memory budget (:class:`qsimdist.engine.MemoryBudget`) of :attr:`memory_limit`."""
+        from .engine import MemoryBudget
 
-        value = self.memory_limit
-        if isinstance(value, str) and value.strip().lower() in ("none", "unlimited"):
-            return None
-        return parse_memory(value) if value is not None else default_memory_limit()
+        comm = None
+        if self.resolved_executor() == "mpi":
+            from .engine.distributed import world
+
+            comm = self.comm if self.comm is not None else world()
+        return MemoryBudget.resolve(self.memory_limit, comm)
+
+    def resolved_memory_limit(self) -> int | None:
+        """Bytes plans are made within (``None``: no limit), from :attr:`memory_limit`."""
+        return self.resolved_budget().limit
 
     def resolved_path_options(self) -> PathOptions:
         opts = self.path_options if isinstance(self.path_options, PathOptions) else PathOptions()
@@ -237,17 +247,11 @@ def _inside_qsimdist() -> Iterator[None]:
         _STATE.depth = depth
 
 
-#: plans kept for reuse by networks of the same structure and index names (most recent last)
-_PLANS: OrderedDict = OrderedDict()
-_PLANS_LOCK = threading.Lock()
-#: how many plans :data:`_PLANS` keeps
-PLAN_CACHE_SIZE = 64
-
-
 def clear_plan_cache() -> None:
-    """Forget the plans kept for reuse (see :func:`plan_network`)."""
-    with _PLANS_LOCK:
-        _PLANS.clear()
+    """Forget the plans kept for reuse (the process's one cache, :data:`qsimdist.engine.cache.PLANS`)."""
+    from .engine.cache import PLANS
+
+    PLANS.clear()
 
 
 def plan_network(net: Network, dtype: str, memory_limit: int | None,
@@ -255,38 +259,42 @@ def plan_network(net: Network, dtype: str, memory_limit: int | None,
     """A Plan for ``net``, reused when a network of the same structure was planned before.
 
     quimb users contract the same network many times (a loop over parameters,
-    the hook inside an optimiser), so up to :data:`PLAN_CACHE_SIZE` plans are
-    kept, keyed by the exact inputs, output, sizes, dtype and search options;
-    a kept plan serves while its peak fits ``memory_limit`` and it is either
-    unsliced or was made under the same limit. One or two tensors take their
-    only path without a search (quimb's simplification hands the hook many
-    such contractions); a plan over the memory limit is searched and sliced
-    as usual.
+    the hook inside an optimiser): the process's plan cache
+    (:class:`qsimdist.engine.cache.PlanCache`) keeps the plans, keyed by the
+    exact inputs, output, sizes, dtype and search options; a kept plan serves
+    while its peak fits ``memory_limit`` and it is either unsliced or was made
+    under the same limit. One or two tensors take their only path without a
+    search (quimb's simplification hands the hook many such contractions); a
+    plan over the memory limit is searched and sliced as usual.
     """
+    return _cached_plan(net, dtype, memory_limit, path_options)
+
+
+def _cached_plan(net: Network, dtype: str, memory_limit: int | None,
+                 path_options: PathOptions, executor: str = "local", profile=None,
+                 comm=None) -> Plan:
+    from .engine.cache import PLANS
     from .planner.plan import build_plan, make_plan
 
-    key = (net.inputs, net.output, tuple(sorted(net.size_dict.items())), dtype,
-           json.dumps(path_options.key(), sort_keys=True, default=list))
-    with _PLANS_LOCK:
-        known = _PLANS.get(key)
-        if known is not None:
-            _PLANS.move_to_end(key)
-    if known is not None:
-        plan, made_under = known
-        if (memory_limit is None or plan.stats.peak_bytes <= memory_limit) and (
-                plan.stats.n_slices == 1 or made_under == memory_limit):
-            return dataclasses.replace(plan, network=net, meta=dict(net.meta))
-    plan = None
-    if net.num_tensors <= 2:
-        plan = build_plan(net, [(0, 1)] if net.num_tensors == 2 else [], (), dtype)
-        if memory_limit is not None and plan.stats.peak_bytes > memory_limit:
-            plan = None
-    if plan is None:
-        plan = make_plan(net, dtype=dtype, memory_limit=memory_limit, path_options=path_options)
-    with _PLANS_LOCK:
-        _PLANS[key] = (plan, memory_limit)
-        while len(_PLANS) > PLAN_CACHE_SIZE:
-            _PLANS.popitem(last=False)
+    def build() -> Plan:
+        if net.num_tensors <= 2:
+            plan = build_plan(net, [(0, 1)] if net.num_tensors == 2 else [], (), dtype)
+            if memory_limit is None or plan.stats.peak_bytes <= memory_limit:
+                return plan
+        return make_plan(net, dtype=dtype, memory_limit=memory_limit, path_options=path_options)
+
+    if executor == "mpi":
+        from .engine.distributed import distribute
+
+        def build_distributed() -> Plan:
+            return distribute(build(), profile, comm.Get_size())
+
+        plan, _ = PLANS.get(net, dtype=dtype, limit=None, path_options=path_options,
+                            executor="mpi", profile=profile, comm=comm,
+                            build=build_distributed)
+        return plan
+    plan, _ = PLANS.get(net, dtype=dtype, limit=memory_limit, path_options=path_options,
+                        build=build)
     return plan
 
 
@@ -317,20 +325,16 @@ def run_network(net: Network, options: ContractOptions, compute_dtype: str,
             net = simplify(net, options.simplify_sequence)
         if executor == "local":
             plan = plan_network(net, compute_dtype, limit, popts)
-            check_plan_fits(plan, limit if limit is not None else "none")
+            check_plan_fits(plan, options.resolved_budget())
             out = plan.execute(backend=options.backend, gemm=options.gemm,
                                **({"strip_exponent": True} if strip_exponent else {}))
         else:
-            from .engine.distributed import distribute, plan_on_root, profile_for, world
+            from .engine.distributed import profile_for, world
 
             comm = options.comm if options.comm is not None else world()
             prof = profile_for(options.profile or "local-cpu", limit)
-
-            def build():
-                one = plan_network(net, compute_dtype, None, popts)
-                return distribute(one, prof, comm.Get_size())
-
-            plan = plan_on_root(build, comm)
+            # the one-device plan is made unsliced (memory_limit None) on rank 0
+            plan = _cached_plan(net, compute_dtype, None, popts, "mpi", prof, comm)
             out = plan.execute(backend=options.backend, executor="mpi", comm=comm,
                                memory_limit=limit, gemm=options.gemm,
                                **({"strip_exponent": True} if strip_exponent else {}))

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -64,8 +63,8 @@ CHAIN_MAX_BATCH = 128
 CHAIN_FIXED_STRUCTURE_BATCH = 8
 #: path-search trials for those unsimplified chain networks
 CHAIN_PATH_REPEATS = 8
-#: plans a Contractor keeps (least recently used dropped first)
-PLAN_CACHE_SIZE = 128
+#: network structures a Contractor remembers as cheap or not (to simplify or not)
+CHEAP_CACHE_SIZE = 512
 METHODS = ("auto", "statevector", "marginal", "doubled-marginal", "chain", "rejection")
 #: frugal rejection sampling accepts a candidate x with probability min(1, p(x) 2^n / M)
 REJECTION_M = 12.0
@@ -117,7 +116,6 @@ class Contractor:
             from .engine.distributed import profile_for
 
             self.profile = profile_for(profile or "local-cpu", self.limit)
-        self.plans: OrderedDict = OrderedDict()
         self.cheap: dict = {}
         self.stats = ContractionStats()
 
@@ -134,7 +132,6 @@ class Contractor:
         in their arrays share one plan. ``path_options``: the path search's
         budget (:class:`~qsimdist.planner.path.PathOptions`).
         """
-        from .planner.plan import make_plan
         from .planner.simplify import DEFAULT_SEQUENCE, is_cheap, simplify
 
         # whether a structure is cheap enough to plan as it is, decided once per structure
@@ -142,30 +139,28 @@ class Contractor:
         cheap = self.cheap.get(raw)
         if cheap is None:
             cheap = self.cheap[raw] = is_cheap(net)
-            while len(self.cheap) > 4 * PLAN_CACHE_SIZE:
+            while len(self.cheap) > CHEAP_CACHE_SIZE:
                 self.cheap.pop(next(iter(self.cheap)))
         if not cheap and simplify_network:
             net = simplify(net, DEFAULT_SEQUENCE, skip_cheap=False)
-        key = (net.inputs, net.output, tuple(sorted(net.size_dict.items())))
-        known = self.plans.get(key)
-        if known is not None:
-            self.plans.move_to_end(key)
-            plan = dataclasses.replace(known, network=net, meta=dict(net.meta))
-            self.stats.plans_reused += 1
-        elif self.executor == "mpi":
-            from .engine.distributed import distribute, plan_on_root
+        from .engine.cache import PLANS
 
-            def build(net=net):
-                one = make_plan(net, dtype=self.dtype, memory_limit=None,
-                                path_options=path_options)
-                return distribute(one, self.profile, self.comm.Get_size())
-
-            plan = plan_on_root(build, self.comm)
-            self._keep(key, plan)
+        if self.executor == "mpi":
+            # made unsliced on rank 0 and distributed for the profile's memory (every rank
+            # decides reuse alike: the per-rank limits may differ, the profile does not)
+            plan, reused = PLANS.get(net, dtype=self.dtype, limit=None,
+                                     path_options=path_options, executor="mpi",
+                                     profile=self.profile, comm=self.comm)
         else:
-            plan = make_plan(net, dtype=self.dtype, memory_limit=self.limit,
-                             path_options=path_options)
-            self._keep(key, plan)
+            from .api import check_plan_fits
+
+            plan, reused = PLANS.get(net, dtype=self.dtype, limit=self.limit,
+                                     path_options=path_options)
+            check_plan_fits(plan, self.budget)
+        if reused:
+            self.stats.plans_reused += 1
+        else:
+            self.stats.plans_made += 1
         options: dict = {}
         if self.executor == "mpi":
             options = {"comm": self.comm, "memory_limit": self.limit}
@@ -175,13 +170,6 @@ class Contractor:
         self.stats.predicted_flops += float(plan.stats.flops)
         self.stats.peak_bytes = max(self.stats.peak_bytes, int(plan.stats.peak_bytes))
         return np.asarray(out)
-
-    def _keep(self, key, plan) -> None:
-        self.stats.plans_made += 1
-        self.plans[key] = plan
-        while len(self.plans) > PLAN_CACHE_SIZE:
-            self.plans.popitem(last=False)
-
 
 # ------------------------------------------------------- light cones (GateCircuit.light_cone)
 def _sub_circuit(circuit: GateCircuit, gates: Sequence[int], qubits: Sequence[int]) -> GateCircuit:

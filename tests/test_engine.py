@@ -243,3 +243,54 @@ def test_cli_sample_and_expect_report_the_route(tmp_path, cli):
                      "--json")
     obj = json.loads(out)
     assert rc == 0 and obj["route"]["method"] == "doubled" and obj["stats"]["doubled_terms"] == 1
+
+
+# ----------------------------------------------------------------------- plan cache
+def test_one_plan_cache_serves_every_entry_point():
+    """Amplitudes, the sampler's contractor and the estimator's engine share one cache."""
+    from qsimdist.engine.cache import PLANS
+    from qsimdist.frontends import amplitude_network, load
+
+    qc = brick(8, 6, 9)
+    first = qsimdist.amplitudes(qc, ["0" * 8, "1" * 8], method="tensor-network")
+    again = qsimdist.amplitudes(qc, ["0" * 8, "1" * 8], method="tensor-network")
+    assert again.stats["contractions"] >= 1
+    assert again.stats["plans_reused"] == again.stats["contractions"]
+    np.testing.assert_allclose(again.values[0], first.values[0])
+    # the sampler's contractor finds a plan another contractor made
+    net = amplitude_network(load(qc), "*" * 8)
+    one, two = Contractor(dtype="complex128"), Contractor(dtype="complex128")
+    a = one.contract(net, simplify_network=False)
+    b = two.contract(net, simplify_network=False)
+    assert one.stats.plans_made + one.stats.plans_reused == 1
+    assert two.stats.plans_reused == 1
+    np.testing.assert_allclose(a, b)
+    # axis j of the open network is qubit 7-j: the flat result is Qiskit's statevector
+    np.testing.assert_allclose(a.reshape(-1), Statevector(qc).data, atol=1e-6)
+    assert len(PLANS) >= 1
+
+
+def test_plan_cache_reuse_rule():
+    """A kept plan serves while its peak fits the limit; a sliced one only under its own limit."""
+    from qsimdist.engine.cache import PlanCache
+    from qsimdist.network import Network
+
+    rng = np.random.default_rng(0)
+    inputs = [("a", "b", "c", "d"), ("c", "d", "e", "f"), ("e", "f", "a", "b")]
+    net = Network(inputs, (), {k: 16 for k in "abcdef"},
+                  [rng.random((16,) * 4) + 0j for _ in inputs])
+    cache = PlanCache()
+    big, reused = cache.get(net, dtype="complex64", limit=None)
+    assert not reused and big.stats.n_slices == 1
+    again, reused = cache.get(net, dtype="complex64", limit=None)
+    assert reused and again.stats.flops == big.stats.flops
+    small_limit = big.stats.peak_bytes // 2
+    small, reused = cache.get(net, dtype="complex64", limit=small_limit)
+    assert not reused and small.stats.peak_bytes <= small_limit and small.stats.n_slices > 1
+    _, reused = cache.get(net, dtype="complex64", limit=small_limit)
+    assert reused
+    _, reused = cache.get(net, dtype="complex64", limit=small_limit // 2)
+    assert not reused  # sliced under another limit: planned again
+    _, reused = cache.get(net, dtype="complex128", limit=None)
+    assert not reused  # the dtype is part of the key
+    assert cache.made == 4 and cache.reused == 2

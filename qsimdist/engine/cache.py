@@ -1,0 +1,132 @@
+"""One plan cache for every entry point: keyed by a network's structure and what changes a plan.
+
+Users contract networks of one structure many times (amplitude batches, the
+chain sampler's prefixes, one doubled network per Pauli term, a quimb network
+inside an optimiser), so the process keeps up to :data:`PLAN_CACHE_SIZE` plans
+in memory. The key is the exact structure (``inputs``, ``output``, sizes) plus
+the dtype, the path-search options, the executor with its profile and rank
+count, and a caller's ``variant`` (e.g. a batch planned within a quarter of
+the limit). A kept plan serves while its peak fits the limit and it is either
+unsliced or was made under the same limit. The path search itself is cached
+on disk by structure (:mod:`qsimdist.planner.path`), so a new process rebuilds
+a plan from its cached path without searching again.
+
+Under MPI (``executor="mpi"``) every rank calls :meth:`PlanCache.get` with the
+same networks in the same order; rank 0 alone looks the plan up (or makes it)
+and sends it, arrays included, to every rank, which validates it
+(:func:`qsimdist.engine.distributed.plan_on_root`): the ranks run rank 0's plan
+even where they named one network's indices differently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+from ..network import Network
+from ..planner.path import PathOptions
+from ..planner.plan import Plan
+
+#: plans kept per process (least recently used dropped first)
+PLAN_CACHE_SIZE = 256
+
+
+def structure_key(net: Network) -> tuple:
+    """The part of the key a network gives: its exact inputs, output and index sizes."""
+    return (tuple(map(tuple, net.inputs)), tuple(net.output),
+            tuple(sorted(net.size_dict.items())))
+
+
+class PlanCache:
+    """Plans by structure and options; thread-safe; shared by the entry points."""
+
+    def __init__(self, size: int = PLAN_CACHE_SIZE) -> None:
+        self.size = size
+        self._plans: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self.made = 0
+        self.reused = 0
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._plans.clear()
+
+    def get(self, net: Network, *, dtype: str, limit: int | None,
+            path_options: PathOptions | None = None, executor: str = "local",
+            profile=None, comm=None, variant: object = None,
+            build: Callable[[], Plan] | None = None) -> tuple[Plan, bool]:
+        """``(plan, reused)`` for ``net``: a kept plan with ``net``'s arrays, or a new one.
+
+        ``build()`` makes the plan when none is kept (default: :func:`make_plan`
+        within ``limit``; under ``executor="mpi"``, planned unsliced-first on rank 0
+        and distributed for the ranks of ``comm`` on ``profile``, then broadcast;
+        ``reused`` is rank 0's answer there and False on the other ranks).
+        """
+        opts = path_options or PathOptions()
+        if build is None:
+            build = _default_build(net, dtype, limit, opts, executor, profile, comm)
+        if executor == "mpi":
+            # rank 0 alone looks up, plans and keeps; every rank receives rank 0's plan (with
+            # its arrays: ranks may name the indices of one network differently) as data
+            from .distributed import plan_on_root
+
+            where = (executor, getattr(profile, "name", profile),
+                     getattr(profile, "memory_bytes", None), comm.Get_size())
+            found = [False]
+
+            def on_root() -> Plan:
+                plan, found[0] = self._lookup(net, dtype, limit, opts, where, variant, build)
+                return plan
+
+            return plan_on_root(on_root, comm), found[0]
+        return self._lookup(net, dtype, limit, opts, (executor,), variant, build)
+
+    def _lookup(self, net: Network, dtype: str, limit: int | None, opts: PathOptions,
+                where: tuple, variant: object, build: Callable[[], Plan]) -> tuple[Plan, bool]:
+        key = (structure_key(net), dtype, json.dumps(opts.key(), sort_keys=True, default=list),
+               where, variant)
+        with self._lock:
+            known = self._plans.get(key)
+            if known is not None:
+                self._plans.move_to_end(key)
+        if known is not None:
+            plan, made_under = known
+            if (limit is None or plan.stats.peak_bytes <= limit) and (
+                    plan.stats.n_slices == 1 or made_under == limit):
+                with self._lock:
+                    self.reused += 1
+                return dataclasses.replace(plan, network=net, meta=dict(net.meta)), True
+        plan = build()
+        with self._lock:
+            self.made += 1
+            self._plans[key] = (plan, limit)
+            while len(self._plans) > self.size:
+                self._plans.popitem(last=False)
+        return plan, False
+
+
+def _default_build(net: Network, dtype: str, limit: int | None, opts: PathOptions,
+                   executor: str, profile, comm) -> Callable[[], Plan]:
+    from ..planner.plan import make_plan
+
+    if executor == "mpi":
+        from .distributed import distribute
+
+        def build() -> Plan:
+            one = make_plan(net, dtype=dtype, memory_limit=None, path_options=opts)
+            return distribute(one, profile, comm.Get_size())
+
+        return build
+    return lambda: make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts)
+
+
+#: the process's plan cache (every entry point's)
+PLANS = PlanCache()
+
+__all__ = ["PLANS", "PLAN_CACHE_SIZE", "PlanCache", "structure_key"]
