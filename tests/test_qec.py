@@ -12,6 +12,7 @@ stim = pytest.importorskip("stim")
 
 from qsimdist.cli import main  # noqa: E402
 from qsimdist.errors import CircuitParseError, InvalidInputError  # noqa: E402
+from qsimdist.planner import plan as plan_module  # noqa: E402
 from qsimdist.qec import decode, decoding_network, predict  # noqa: E402
 from qsimdist.qec import decoder as decoder_module  # noqa: E402
 from qsimdist.qec.decoder import MLDecoder  # noqa: E402
@@ -130,9 +131,14 @@ def test_syndrome_is_data_not_structure_and_one_plan_serves_every_shot(monkeypat
     assert a.structure_hash() == b.structure_hash()
     assert any(not np.array_equal(x, y) for x, y in zip(a.arrays, b.arrays))
     calls = []
-    real = decoder_module.build_plan
-    monkeypatch.setattr(decoder_module, "build_plan",
-                        lambda *args, **kw: calls.append(1) or real(*args, **kw))
+    real = plan_module.build_plan
+
+    def counting(*args, **kw):
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(decoder_module, "build_plan", counting)
+    monkeypatch.setattr(plan_module, "build_plan", counting)  # fit_to_memory builds through it
     dec = MLDecoder(dem, batch_size=4)
     rng = np.random.default_rng(5)
     for _ in range(3):

@@ -32,6 +32,9 @@ SCHEMA = "qsimdist.plan"
 #: qsimdist.planner.distribution.schedule). Versions 1 and 2 still load.
 VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
+#: slicing to fit memory first targets the largest intermediate at one part in this many of
+#: the budget (an operand, its partner and the output can be live together)
+SLICE_TARGET_SHARE = 3
 
 
 @dataclass
@@ -399,29 +402,48 @@ def make_plan(
             f"{format_bytes(out_bytes)} (output indices are never sliced)"
         )
     unsliced = find_path(net, path_options, None, progbar)
-    plan = build_plan(net, unsliced.ssa_path, unsliced.sliced, dtype, costs=costs)
+    # sliced along the same path if need be (cheap: no second search)
+    plan = fit_to_memory(net, unsliced.ssa_path, memory_limit, dtype, sliced=unsliced.sliced,
+                         costs=costs)
     plan.stats.path_from_cache = unsliced.from_cache
     if memory_limit is None or plan.stats.peak_bytes <= memory_limit:
         return plan
-    # Slice along the same path (cheap: no second search). Target the largest
-    # intermediate at a third of the budget (an operand, its partner and the
-    # output can be live together), never below the output (output indices
-    # are not sliced), and tighten until the peak fits.
-    out_elems = max(1, out_bytes // itemsize)
-    target = max(out_elems, memory_limit // (3 * itemsize))
-    while True:
-        try:
-            sliced = slice_path(net, unsliced.ssa_path, target)
-        except PlanError:
-            break
-        plan = build_plan(net, unsliced.ssa_path, sliced, dtype, costs=costs)
-        plan.stats.path_from_cache = unsliced.from_cache
-        if plan.stats.peak_bytes <= memory_limit:
-            return plan
-        if target <= out_elems:
-            break
-        target = max(out_elems, target // 2)
     raise PlanError(
         f"memory limit {format_bytes(memory_limit)} is too small: the best sliced plan found "
         f"still peaks at {format_bytes(plan.stats.peak_bytes)}"
     )
+
+
+def slice_target(memory_limit: int, itemsize: int, floor: int = 1) -> int:
+    """The first slicing target, in elements, for ``memory_limit`` bytes: the largest
+    intermediate at ``1 / SLICE_TARGET_SHARE`` of the budget, never below ``floor``."""
+    return max(floor, memory_limit // (SLICE_TARGET_SHARE * itemsize))
+
+
+def fit_to_memory(net: Network, ssa_path, memory_limit: int | None, dtype: str, *,
+                  sliced=(), costs: LocalCosts | None = None) -> Plan:
+    """The plan along ``ssa_path`` (with ``sliced``), re-sliced along the same path until its
+    peak fits ``memory_limit`` bytes.
+
+    The first target is :func:`slice_target` (never below the output's size:
+    output indices are never sliced), halved until the peak fits or the
+    target reaches the output's size. Returns the first plan that fits, else
+    the last one made (the plan as given when no slicing was possible), so
+    the caller checks ``plan.stats.peak_bytes`` and words its own error.
+    ``memory_limit=None`` returns the plan as given.
+    """
+    plan = build_plan(net, ssa_path, sliced, dtype, costs=costs)
+    if memory_limit is None or plan.stats.peak_bytes <= memory_limit:
+        return plan
+    out_elems = math.prod(net.size_dict[i] for i in net.output)  # extents are >= 1
+    target = slice_target(memory_limit, np.dtype(plan.dtype).itemsize, floor=out_elems)
+    while True:
+        try:
+            cut = slice_path(net, ssa_path, target)
+        except PlanError:
+            break
+        plan = build_plan(net, ssa_path, cut, dtype, costs=costs)
+        if plan.stats.peak_bytes <= memory_limit or target <= out_elems:
+            break
+        target = max(out_elems, target // 2)
+    return plan

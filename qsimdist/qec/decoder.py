@@ -27,15 +27,14 @@ drops from about 10^12.3 to 10^7.5 multiply-adds.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 
 import numpy as np
 
 from ..config import format_bytes, parse_memory
 from ..errors import InvalidInputError, PlanError
-from ..planner.path import PathOptions, slice_path
-from ..planner.plan import Plan, build_plan, make_plan
+from ..planner.path import PathOptions
+from ..planner.plan import Plan, build_plan, fit_to_memory, make_plan
 from .network import (
     ErrorModel,
     build_network,
@@ -248,22 +247,8 @@ def _check_detectors(detectors: object):
 def _sweep_plan(net, ssa, memory_limit: int | None) -> Plan:
     """The plan along the sweep path ``ssa``, sliced (along the same path) to fit
     ``memory_limit``."""
-    plan = build_plan(net, ssa, (), DTYPE)
-    if memory_limit is None or plan.stats.peak_bytes <= memory_limit:
-        return plan
-    itemsize = np.dtype(DTYPE).itemsize
-    out_elems = math.prod(net.size_dict[i] for i in net.output)
-    target = max(out_elems, memory_limit // (3 * itemsize))
-    while True:
-        try:
-            sliced = slice_path(net, ssa, target)
-        except PlanError:
-            break
-        plan = build_plan(net, ssa, sliced, DTYPE)
-        if plan.stats.peak_bytes <= memory_limit or target <= out_elems:
-            break
-        target = max(out_elems, target // 2)
-    if plan.stats.peak_bytes > memory_limit:
+    plan = fit_to_memory(net, ssa, memory_limit, DTYPE)
+    if memory_limit is not None and plan.stats.peak_bytes > memory_limit:
         raise PlanError(
             f"the decoding network needs {format_bytes(plan.stats.peak_bytes)} per contraction, "
             f"over the memory limit {format_bytes(memory_limit)}; lower batch_size or raise "

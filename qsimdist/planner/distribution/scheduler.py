@@ -35,7 +35,7 @@ from ...errors import PlanError
 from ...hardware import HardwareProfile
 from ..lifetime import gemm_step
 from ..path import slice_from
-from ..plan import Plan, build_plan
+from ..plan import Plan, build_plan, slice_target
 from .bits import (
     Bits,
     aligned,
@@ -465,7 +465,7 @@ def schedule(plan: Plan, profile: HardwareProfile, devices: int, strategy: str =
     best: Schedule | None = None
     for d in sizes:
         groups = devices // d
-        target = max(1, int(mem * d / (3 * isz)))
+        target = slice_target(mem * d, isz)  # a third of the group's memory, in elements
         fractions = (1.0,) if d == 1 else tuple(big_fractions)
         while target >= 1:
             if target not in cache:
