@@ -36,15 +36,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+# inner GEMMs up to SMALL_INNER multiply-adds run in the compiled loop (the name is kept
+# here for the benchmarks); n in UNROLLED_N and k in UNROLLED_K get a specialised (unrolled)
+# kernel. Their home is the planner's cost model, which prices the same kernels.
+from ..planner.lifetime import SMALL_INNER as SMALL_INNER
+from ..planner.lifetime import UNROLLED_K, UNROLLED_N
+
 #: numba ships with quimb; without it the executor falls back to numpy.matmul. It is
 #: imported only when a plan first needs the compiled loop (importing it costs ~0.5 s).
 _HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
-#: inner GEMMs up to this many multiply-adds run in the compiled loop
-SMALL_INNER = 4096
-#: extents of n and k that get a specialised (unrolled) kernel, compiled once and cached
-UNROLLED_N = (1, 2, 4, 8, 16)
-UNROLLED_K = (2, 4, 8)
 #: plans of fewer FLOPs than this run their loop steps through numpy.matmul instead: on a
 #: fresh machine each compiled variant takes seconds to compile (then it is cached on disk
 #: under numba's cache), while such a plan takes milliseconds either way
@@ -393,7 +394,7 @@ def _tiled_layout(x_view, y_view, out_view, tile: int | None, order: str | None)
     if got is not None:
         return got
     outer = tuple(out_view[:-2])
-    m, n, k = out_view[-2], out_view[-1], x_view[-1]
+    m, n = out_view[-2], out_view[-1]
     o_strides = np.zeros(len(outer), dtype=np.int64)
     stride = m * n
     for d in range(len(outer) - 1, -1, -1):

@@ -228,6 +228,15 @@ def _runs(labels: Sequence[str], sizes: Sequence[int]) -> list[tuple[str, int]]:
     return runs
 
 
+#: inner GEMMs of at most this many multiply-adds may run in the compiled loop kernel
+#: (``LocalCosts.small_inner``'s default; the executors' kernels read it from here)
+SMALL_INNER = 4096
+#: extents of ``n`` and ``k`` that have a specialised (unrolled) loop kernel, compiled once
+#: and cached (``LocalCosts.loop_unrolled_n`` / ``loop_unrolled_k``'s defaults)
+UNROLLED_N = (1, 2, 4, 8, 16)
+UNROLLED_K = (2, 4, 8)
+
+
 @dataclass(frozen=True)
 class LocalCosts:
     """Constants of the single-device kernel choice (seconds per unit).
@@ -270,9 +279,9 @@ class LocalCosts:
     loop_call: float = 0.0
     loop_flop: float = 1 / 10e9
     loop_flop_generic: float = 1 / 6.7e9
-    loop_unrolled_n: tuple[int, ...] = (1, 2, 4, 8, 16)
-    loop_unrolled_k: tuple[int, ...] = (2, 4, 8)
-    small_inner: int = 4096
+    loop_unrolled_n: tuple[int, ...] = UNROLLED_N
+    loop_unrolled_k: tuple[int, ...] = UNROLLED_K
+    small_inner: int = SMALL_INNER
     transpose_margin: float = 1.5
     tiled_setup: float = 23e-6
     tiled_flop: float = 1 / 150e9
