@@ -1,0 +1,291 @@
+"""One home per concept (issue 23): the light cone, the one-qubit fusers, fit-to-memory
+slicing and the loop-kernel constants, each checked against an independent definition."""
+
+from __future__ import annotations
+
+import math
+
+import cotengra as ctg
+import numpy as np
+import pytest
+from scipy.stats import unitary_group
+
+from qsimdist import Network, PlanError
+from qsimdist.frontends import GateCircuit
+from qsimdist.frontends.circuit import Gate, LightCone
+from qsimdist.frontends.fusion import fuse_into_neighbours, fuse_single_qubit_gates
+from qsimdist.planner.path import PathOptions, find_path, slice_path
+from qsimdist.planner.plan import (
+    SLICE_TARGET_SHARE,
+    build_plan,
+    fit_to_memory,
+    make_plan,
+    slice_target,
+)
+
+
+def random_circuit(seed: int, n: int = 5, n_gates: int = 30, widths=(1, 1, 2, 2, 3)):
+    """Random unitaries on random qubits (some diagonal), qubit tuples in random order."""
+    rng = np.random.default_rng(seed)
+    gc = GateCircuit(n, global_phase=float(rng.random()), name=f"random{seed}")
+    for _ in range(n_gates):
+        k = int(rng.choice(widths))
+        qubits = [int(q) for q in rng.choice(n, size=k, replace=False)]
+        if rng.random() < 0.2:
+            m = np.diag(np.exp(2j * np.pi * rng.random(2**k)))
+        else:
+            m = unitary_group.rvs(2**k, random_state=int(rng.integers(1 << 30)))
+        gc.append(m, qubits, name=f"g{k}")
+    return gc
+
+
+def statevector(gc: GateCircuit, gates=None) -> np.ndarray:
+    """``U|0...0>`` as an ``n``-axis tensor (axis ``q`` is qubit ``q``), by plain numpy."""
+    n = gc.n_qubits
+    psi = np.zeros((2,) * n, dtype=complex)
+    psi[(0,) * n] = 1.0
+    for k in range(len(gc.gates)) if gates is None else gates:
+        g = gc.gates[k]
+        m = len(g.qubits)
+        t = g.matrix.reshape((2,) * (2 * m))
+        psi = np.tensordot(t, psi, axes=(list(range(m, 2 * m)), list(g.qubits)))
+        psi = np.moveaxis(psi, list(range(m)), list(g.qubits))
+    return psi * np.exp(1j * gc.global_phase)
+
+
+def reduced_density_matrix(psi: np.ndarray, qubits) -> np.ndarray:
+    n = psi.ndim
+    rest = [q for q in range(n) if q not in qubits]
+    t = np.transpose(psi, list(qubits) + rest).reshape(2 ** len(qubits), -1)
+    return t @ t.conj().T
+
+
+# ------------------------------------------------------------------------ light cone
+def brute_force_cone(gc: GateCircuit, qubits) -> set[int]:
+    """The smallest gate set holding every gate on ``qubits`` and every gate that shares a
+    qubit with a later gate of the set (a fixed point, reached by forward sweeps)."""
+    target = set(qubits)
+    cone: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for k, g in enumerate(gc.gates):
+            if k in cone:
+                continue
+            if target & set(g.qubits) or any(
+                    j > k and set(gc.gates[j].qubits) & set(g.qubits) for j in cone):
+                cone.add(k)
+                changed = True
+    return cone
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_light_cone_matches_the_brute_force_definition(seed):
+    gc = random_circuit(seed, n=6, n_gates=18, widths=(1, 2, 2, 3))
+    rng = np.random.default_rng(seed)
+    for size in range(0, 4):
+        qubits = [int(q) for q in rng.choice(6, size=size, replace=False)]
+        lc = gc.light_cone(qubits)
+        assert isinstance(lc, LightCone)
+        want = brute_force_cone(gc, qubits)
+        assert lc.gates == tuple(sorted(want))
+        assert lc.qubits == tuple(sorted(set(qubits).union(
+            *(gc.gates[k].qubits for k in want))))
+        # order, repetitions and numpy integers do not matter
+        assert gc.light_cone(list(reversed(qubits)) + qubits) == lc
+        assert gc.light_cone(np.array(qubits, dtype=np.int64)) == lc
+        gates, cone = lc  # unpacks as (gates, qubits)
+        assert (gates, cone) == (lc.gates, lc.qubits)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_light_cone_alone_gives_the_reduced_state(seed):
+    """Dropping every gate outside the cone leaves the qubits' reduced state unchanged."""
+    gc = random_circuit(seed, n=6, n_gates=14, widths=(1, 2, 2))
+    qubits = [seed % 6, (seed + 2) % 6]
+    full = reduced_density_matrix(statevector(gc), qubits)
+    cone = reduced_density_matrix(statevector(gc, gc.light_cone(qubits).gates), qubits)
+    np.testing.assert_allclose(cone, full, atol=1e-12)
+
+
+def test_light_cone_edge_cases():
+    gc = GateCircuit(3)
+    assert gc.light_cone([1]) == LightCone((), (1,))  # no gates: the qubits themselves
+    gc.append(np.eye(4), [2, 0])
+    gc.gates.append(Gate(np.eye(1, dtype=complex), ()))  # a gate on no qubit: never in a cone
+    gc.append(np.eye(2), [1])
+    assert gc.light_cone([]) == LightCone((), ())
+    assert gc.light_cone([0]) == LightCone((0,), (0, 2))
+    assert gc.light_cone([1]) == LightCone((2,), (1,))
+    assert gc.light_cone(range(3)) == LightCone((0, 2), (0, 1, 2))
+
+
+def test_the_old_copies_are_gone():
+    import qsimdist.expectation as expectation
+    import qsimdist.sampling as sampling
+
+    for module, names in ((sampling, ("light_cone",)),
+                          (expectation, ("light_cone", "fuse_gates", "_apply_one_qubit",
+                                         "_reorder"))):
+        for name in names:
+            assert not hasattr(module, name), f"{module.__name__}.{name} is back"
+    assert sampling.fuse_single_qubit_gates is fuse_single_qubit_gates  # imported, not copied
+
+
+# --------------------------------------------------------------------------- fusion
+@pytest.mark.parametrize("fuser", [fuse_single_qubit_gates, fuse_into_neighbours])
+@pytest.mark.parametrize("seed", range(10))
+def test_one_qubit_fusers_keep_the_state_and_never_widen(fuser, seed):
+    gc = random_circuit(seed)
+    fused = fuser(gc)
+    np.testing.assert_allclose(statevector(fused), statevector(gc), atol=1e-12)
+    assert fused.global_phase == gc.global_phase and fused.n_qubits == gc.n_qubits
+    multi = [g for g in gc.gates if len(g.qubits) > 1]
+    assert len(fused.gates) <= len(gc.gates)
+    assert sum(1 for g in fused.gates if len(g.qubits) > 1) <= len(multi)
+    shapes = {frozenset(g.qubits) for g in gc.gates}
+    for g in fused.gates:
+        assert frozenset(g.qubits) in shapes  # no fused gate spans a new set of qubits
+    for q in range(gc.n_qubits):  # the light cone is unchanged
+        assert set(fused.light_cone([q]).qubits) == set(gc.light_cone([q]).qubits)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fusers_match_qiskit(seed):
+    from qiskit import QuantumCircuit
+    from qiskit.circuit.random import random_circuit as qiskit_random
+    from qiskit.quantum_info import Statevector
+
+    from qsimdist.frontends import load
+
+    qc: QuantumCircuit = qiskit_random(5, 6, max_operands=2, seed=seed)
+    gc = load(qc)
+    sv = Statevector(qc).data.reshape((2,) * 5).transpose(range(4, -1, -1))  # axis q = qubit q
+    for fuser in (fuse_single_qubit_gates, fuse_into_neighbours):
+        np.testing.assert_allclose(statevector(fuser(gc)), sv, atol=1e-10)
+
+
+def test_fusers_on_a_known_circuit():
+    h = np.array([[1, 1], [1, -1]]) / np.sqrt(2)
+    s = np.diag([1, 1j])
+    cx = np.eye(4)[[0, 1, 3, 2]]
+    gc = GateCircuit(3)
+    gc.append(h, [0])
+    gc.append(s, [0])
+    gc.append(cx, [0, 1], "cx")
+    gc.append(cx, [1, 0], "xc")
+    gc.append(h, [1])
+    gc.append(s, [2])
+    single = fuse_single_qubit_gates(gc)
+    assert [g.qubits for g in single.gates] == [(0, 1), (1, 0), (1,), (2,)]
+    np.testing.assert_allclose(single.gates[0].matrix, cx @ np.kron(s @ h, np.eye(2)))
+    # xc follows cx on the same qubits: one gate, over xc's qubit order; the trailing H on
+    # qubit 1 joins it after, the S on qubit 2 (no multi-qubit gate) stays alone
+    neighbours = fuse_into_neighbours(gc)
+    assert [(g.qubits, g.name) for g in neighbours.gates] == [((1, 0), "fused"), ((2,), "fused")]
+    swap = np.eye(4)[[0, 2, 1, 3]]  # a two-qubit matrix over (0, 1) <-> over (1, 0)
+    first = swap @ (cx @ np.kron(s @ h, np.eye(2))) @ swap
+    want = np.kron(h, np.eye(2)) @ cx @ first
+    np.testing.assert_allclose(neighbours.gates[0].matrix, want, atol=1e-12)
+
+
+def test_fuse_into_neighbours_structure_ignores_the_matrices():
+    a, b = random_circuit(3), random_circuit(3)
+    for g in b.gates:  # same qubits, other matrices (some now the identity)
+        g.matrix = np.eye(g.matrix.shape[0], dtype=complex)
+    assert ([g.qubits for g in fuse_into_neighbours(a).gates]
+            == [g.qubits for g in fuse_into_neighbours(b).gates])
+
+
+# ------------------------------------------------------------------- fit to memory
+def old_fit_loop(net, ssa, memory_limit, dtype, sliced=()):
+    """The loop make_plan and the decoder each held before (issue 23), verbatim in effect."""
+    plan = build_plan(net, ssa, sliced, dtype)
+    if plan.stats.peak_bytes <= memory_limit:
+        return plan
+    itemsize = np.dtype(dtype).itemsize
+    out_elems = max(1, math.prod(net.size_dict[i] for i in net.output))
+    target = max(out_elems, memory_limit // (3 * itemsize))
+    while True:
+        try:
+            cut = slice_path(net, ssa, target)
+        except PlanError:
+            break
+        plan = build_plan(net, ssa, cut, dtype)
+        if plan.stats.peak_bytes <= memory_limit or target <= out_elems:
+            break
+        target = max(out_elems, target // 2)
+    return plan
+
+
+def random_network(seed: int, n: int = 30, n_out: int = 2) -> Network:
+    """A random network with hyper-indices (as in test_planner), big enough to slice."""
+    inputs, output, _, size_dict = ctg.utils.rand_equation(
+        n, 3, n_out=n_out, n_hyper_in=2, n_hyper_out=1, d_min=2, d_max=3, seed=seed)
+    return Network(inputs, output, size_dict).with_random_arrays(seed)
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("share", [2, 3, 8, 64])
+def test_fit_to_memory_fits_and_matches_the_old_loop(seed, dtype, share):
+    net = random_network(seed)
+    found = find_path(net, PathOptions(max_repeats=4, cache=False))
+    base = build_plan(net, found.ssa_path, (), dtype)
+    limit = base.stats.peak_bytes // share
+    plan = fit_to_memory(net, found.ssa_path, limit, dtype)
+    old = old_fit_loop(net, found.ssa_path, limit, dtype)
+    assert plan.sliced == old.sliced and plan.stats.peak_bytes == old.stats.peak_bytes
+    assert plan.path == base.path and plan.sliced
+    fits = plan.stats.peak_bytes <= limit
+    assert fits or share > 3  # a third of the unsliced peak is reachable on these networks
+    # else nothing fits: the last plan tried comes back (make_plan refuses with its peak)
+    if fits and plan.stats.n_slices <= 64:
+        np.testing.assert_allclose(plan.execute(), base.execute(), rtol=1e-4, atol=1e-4)
+
+
+def test_fit_to_memory_without_a_limit_or_when_it_fits():
+    net = random_network(5)
+    found = find_path(net, PathOptions(max_repeats=4, cache=False))
+    base = build_plan(net, found.ssa_path, (), "complex64")
+    for limit in (None, base.stats.peak_bytes):
+        plan = fit_to_memory(net, found.ssa_path, limit, "complex64")
+        assert plan.sliced == [] and plan.stats.peak_bytes == base.stats.peak_bytes
+
+
+def test_make_plan_fits_through_fit_to_memory():
+    net = random_network(6)
+    opts = PathOptions(max_repeats=4, cache=False)
+    free = make_plan(net, dtype="complex128", path_options=opts)
+    limit = free.stats.peak_bytes // 3
+    plan = make_plan(net, dtype="complex128", memory_limit=limit, path_options=opts)
+    assert plan.stats.peak_bytes <= limit and 1 < plan.stats.n_slices <= 64
+    np.testing.assert_allclose(plan.execute(), free.execute(), rtol=1e-10, atol=1e-10)
+    out_bytes = 16 * math.prod(net.size_dict[i] for i in net.output)
+    with pytest.raises(PlanError, match="best sliced plan found still peaks"):
+        make_plan(net, dtype="complex128", memory_limit=out_bytes, path_options=opts)
+
+
+def test_slice_target_is_the_old_expressions():
+    assert SLICE_TARGET_SHARE == 3
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        mem = int(rng.integers(1, 1 << 42))  # mem * d < 2^53: float division is exact enough
+        d = int(2 ** rng.integers(0, 11))
+        for isz in (8, 16):
+            # scheduler: max(1, int(mem * d / (3 * isz)))
+            assert slice_target(mem * d, isz) == max(1, int(mem * d / (3 * isz)))
+            # make_plan and the decoder: max(out_elems, memory_limit // (3 * itemsize))
+            out = int(rng.integers(1, 1 << 20))
+            assert slice_target(mem, isz, floor=out) == max(out, mem // (3 * isz))
+
+
+# ------------------------------------------------------------------ kernel constants
+def test_loop_kernel_constants_have_one_home():
+    from qsimdist.executors import kernels
+    from qsimdist.planner import lifetime
+
+    costs = lifetime.LocalCosts()
+    assert kernels.SMALL_INNER is lifetime.SMALL_INNER == costs.small_inner
+    assert kernels.UNROLLED_N is lifetime.UNROLLED_N == costs.loop_unrolled_n
+    assert kernels.UNROLLED_K is lifetime.UNROLLED_K == costs.loop_unrolled_k
