@@ -294,3 +294,24 @@ def test_plan_cache_reuse_rule():
     _, reused = cache.get(net, dtype="complex128", limit=None)
     assert not reused  # the dtype is part of the key
     assert cache.made == 4 and cache.reused == 2
+
+
+# ----------------------------------------------------------------------- terms on a state
+@pytest.mark.parametrize("n", [1, 3, 7, 11])
+def test_pauli_terms_read_off_a_state_equal_the_operator_applied(n):
+    """The merged-run, buffer-reusing reader equals applying each operator to the state."""
+    from qsimdist.expectation import pauli_on_state, term_on_state
+
+    rng = np.random.default_rng(n)
+    state = rng.normal(size=2**n) + 1j * rng.normal(size=2**n)
+    state = (state / np.linalg.norm(state)).reshape((2,) * n)
+    conj, probs, work = state.conj(), (state * state.conj()).real, {}
+    for _ in range(40):
+        k = int(rng.integers(1, n + 1))
+        axes = [int(a) for a in rng.choice(n, k, replace=False)]
+        ops = "".join(rng.choice(list("XYZ"), k))
+        want = term_on_state(state, axes, ops)
+        assert pauli_on_state(state, conj, axes, ops, None, work) == pytest.approx(want, abs=1e-12)
+        if set(ops) == {"Z"}:
+            got = pauli_on_state(state, conj, axes, ops, probs, work)
+            assert got == pytest.approx(want, abs=1e-12)
