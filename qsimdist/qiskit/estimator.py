@@ -45,7 +45,7 @@ from ..frontends.qiskit_circuit import from_qiskit
 from ..planner.path import PathOptions
 from .dynamic import LoweredCircuit, lower_circuit, needs_lowering
 from .errors import qiskit_errors
-from .options import PrimitiveOptions
+from .options import PrimitiveOptions, submit_job
 
 #: how plans run: ``auto`` is ``mpi`` when started by mpiexec with several ranks, else ``local``
 EXECUTOR_CHOICES = ("auto", "local", "mpi")
@@ -179,14 +179,7 @@ class EstimatorV2(BaseEstimatorV2):
         if precision is None:
             precision = self._default_precision
         coerced = [EstimatorPub.coerce(pub, precision) for pub in pubs]
-        if self.engine.executor == "mpi":
-            # every rank runs the pubs on its main thread, in the same order
-            result = self._run(coerced)
-            job = PrimitiveJob(lambda: result)
-        else:
-            job = PrimitiveJob(self._run, coerced)
-        job._submit()
-        return job
+        return submit_job(self._run, coerced, self.engine.executor)
 
     def _run(self, pubs: list[EstimatorPub]) -> PrimitiveResult[PubResult]:
         with self._lock, qiskit_errors():

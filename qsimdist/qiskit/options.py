@@ -1,4 +1,4 @@
-"""What the primitives' option classes share: coercion from a dict and the ``auto`` executor."""
+"""What the primitives share: option coercion, the ``auto`` executor, job submission."""
 
 from __future__ import annotations
 
@@ -23,3 +23,21 @@ class PrimitiveOptions:
         from ..executors import resolve_executor
 
         return resolve_executor(self.executor)
+
+
+def submit_job(run, pubs: list, executor: str):
+    """A submitted ``PrimitiveJob`` of ``run(pubs)``.
+
+    Under ``executor="mpi"`` every rank runs the pubs at once, on its main thread
+    and in the same order (collectives must not run on a job's worker thread);
+    the job then only hands the result over.
+    """
+    from qiskit.primitives import PrimitiveJob
+
+    if executor == "mpi":
+        result = run(pubs)
+        job = PrimitiveJob(lambda: result)
+    else:
+        job = PrimitiveJob(run, pubs)
+    job._submit()
+    return job

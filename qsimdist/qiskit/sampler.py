@@ -34,7 +34,7 @@ from ..errors import InvalidInputError, shorten
 from ..sampling import METHODS, Contractor, sample_bits
 from .dynamic import LoweredCircuit, lower_circuit
 from .errors import qiskit_errors
-from .options import PrimitiveOptions
+from .options import PrimitiveOptions, submit_job
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,6 @@ class SamplerV2(BaseSamplerV2):
             return self._submit(pubs, shots)
 
     def _submit(self, pubs: Iterable, shots: int | None):
-        from qiskit.primitives import PrimitiveJob
         from qiskit.primitives.containers.sampler_pub import SamplerPub
 
         if shots is None:
@@ -138,14 +137,7 @@ class SamplerV2(BaseSamplerV2):
                 UserWarning,
                 stacklevel=3,
             )
-        if self._options.resolved_executor() == "mpi":
-            # every rank runs the pubs on its main thread, in the same order
-            result = self._run(coerced)
-            job = PrimitiveJob(lambda: result)
-        else:
-            job = PrimitiveJob(self._run, coerced)
-        job._submit()
-        return job
+        return submit_job(self._run, coerced, self._options.resolved_executor())
 
     def _contractor_now(self) -> Contractor:
         if self._contractor is None:
