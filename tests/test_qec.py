@@ -366,3 +366,21 @@ def test_model_without_detectors_predictions_follow_the_probability():
     empty = stim.DetectorErrorModel("")
     np.testing.assert_array_equal(decode(empty, np.zeros((2, 0))), [[1.0], [1.0]])
     assert predict(empty, np.zeros((2, 0))).shape == (2, 0)
+
+
+def test_decoder_memory_words_and_backend_are_the_engines():
+    """'none' means no planning limit (bounded by the host), as everywhere; a bad backend
+    is refused when the decoder is made, before any network is built."""
+    import stim
+
+    from qsimdist.errors import InvalidInputError
+
+    circuit = stim.Circuit.generated("repetition_code:memory", distance=3, rounds=2,
+                                     after_clifford_depolarization=0.01)
+    dem = circuit.detector_error_model()
+    dec = MLDecoder(dem, memory_limit="none")
+    assert dec.memory_limit is None and dec.budget.bound is not None
+    dec.probabilities(np.zeros((2, dem.num_detectors), dtype=np.uint8))
+    with pytest.raises(InvalidInputError, match="valid: numpy, cupy"):
+        MLDecoder(dem, backend="torch")
+    assert MLDecoder(dem).memory_limit == 1 << 30  # the decoder's documented default

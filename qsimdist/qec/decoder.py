@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from ..config import format_bytes, parse_memory
+from ..config import format_bytes
 from ..errors import InvalidInputError, PlanError
 from ..planner.path import PathOptions
 from ..planner.plan import Plan, build_plan, fit_to_memory, make_plan
@@ -128,10 +128,14 @@ class MLDecoder:
             self.kept = self.detectors
         self.model: ErrorModel = full if self.kept is None else marginal_model(full, self.kept)
         self.batch_size = batch_size
-        self.memory_limit = parse_memory(memory_limit if memory_limit is not None
-                                         else DEFAULT_MEMORY)
+        from ..engine import MemoryBudget, check_backend
+
+        # the engine's one reading of the words ('none': no planning limit, bounded by the host)
+        self.budget = MemoryBudget.resolve(memory_limit if memory_limit is not None
+                                           else DEFAULT_MEMORY)
+        self.memory_limit = self.budget.limit
         self.path_options = path_options
-        self.backend = backend
+        self.backend = check_backend(backend)
         self.plan: Plan | None = None
         self.stats: dict = {"plans": 0, "contractions": 0, "shots": 0, "batch_size": None,
                             "plan_seconds": 0.0, "execute_seconds": 0.0, "flops": None,
@@ -172,6 +176,9 @@ class MLDecoder:
                 batch //= 2
                 net = build_network(self.model, batch=batch)
             self.plan = _sweep_plan(net, ssa, self.memory_limit)
+        from ..api import check_plan_fits
+
+        check_plan_fits(self.plan, self.budget)  # 'none' still keeps within the host
         self.batch_size = batch
         self.stats.update(plans=self.stats["plans"] + 1, batch_size=batch,
                           plan_seconds=time.perf_counter() - t0, flops=self.plan.stats.flops,
