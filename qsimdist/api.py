@@ -31,6 +31,7 @@ from .engine.router import (
     MAX_STATEVECTOR_QUBITS,  # noqa: F401  (public since 0.1)
     METHODS,
     Route,
+    contraction_price,
     fuse_for_network,
     route_amplitudes,
 )
@@ -523,7 +524,9 @@ def _network_amplitudes(gc: GateCircuit, bitstrings: list[str], route: Route,
         (b, [i], None) for i, b in enumerate(bitstrings) if "*" in b
     ]
     if fixed and batch:
-        for pattern, idx, offs in batches(gc, [bitstrings[i] for i in fixed], dtype, budget):
+        price = contraction_price(gc, order)
+        for pattern, idx, offs in batches(gc, [bitstrings[i] for i in fixed], dtype, budget,
+                                          price=price):
             work.append((pattern, [fixed[i] for i in idx], offs))
     elif fixed:
         work.extend((bitstrings[i], [i], [0]) for i in fixed)

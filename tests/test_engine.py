@@ -10,6 +10,7 @@ routes; a result that cannot fit is refused before anything is allocated.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -315,3 +316,38 @@ def test_pauli_terms_read_off_a_state_equal_the_operator_applied(n):
         if set(ops) == {"Z"}:
             got = pauli_on_state(state, conj, axes, ops, probs, work)
             assert got == pytest.approx(want, abs=1e-12)
+
+
+# ----------------------------------------------------------------------- priced batches
+def test_batcher_does_not_open_what_separate_contractions_do_cheaper():
+    """Priced widths: two bitstrings differing in 15 characters stay two contractions when a
+    15-open contraction is priced above two single ones; 64 sharing a prefix still share one."""
+    from qsimdist.engine.batching import batches
+    from qsimdist.frontends import load
+
+    gc = load(brick(20, 2, 12))
+    budget = MemoryBudget.resolve("1GiB")
+
+    def price(pattern: str) -> float:  # a contraction's cost grows with its open qubits
+        return 1.0 + 0.5 * 2.0 ** pattern.count("*")
+
+    two = ["0" * 20, "0" * 5 + "1" * 15]
+    assert len(batches(gc, two, "complex64", budget)) == 1  # the model alone opens all 15
+    assert len(batches(gc, two, "complex64", budget, price=price)) == 2
+    shared = ["0" * 14 + format(i, "06b") for i in range(64)]
+    assert len(batches(gc, shared, "complex64", budget, price=price)) == 1
+
+
+N30 = Path(__file__).resolve().parents[2] / "shared" / "data" / "circuits" / (
+    "circuit_n30_m14_s0_e0_pEFGH.qsim")
+
+
+@pytest.mark.skipif(not N30.exists(), reason="needs ../shared/data (Google's n30 circuit)")
+def test_n30_two_distant_bitstrings_are_two_contractions():
+    """Issue 24's case: they were one contraction with 15 qubits open (1.2e11 FLOPs, 13.7 s;
+    no result in 600 s at 8 MiB); two single amplitudes take 9e9."""
+    bits = ["0" * 30, "101100111000111100001111000011"]
+    res = qsimdist.amplitudes(str(N30), bits, order="natural", memory_limit="1GiB")
+    assert res.stats["contractions"] == 2 and res.stats["flops"] < 2e10
+    one = qsimdist.amplitudes(str(N30), bits[1], order="natural", memory_limit="1GiB")
+    np.testing.assert_allclose(res.values[1], one.values[0], rtol=1e-4)

@@ -142,6 +142,22 @@ def tn_seconds(gc: GateCircuit, pattern: str, order: str, contractions: int) -> 
     return contractions * cost / TN_RATE + tn_floor(len(fused.gates), contractions)
 
 
+def contraction_price(gc: GateCircuit, order: str):
+    """``price(pattern)``: predicted seconds of one contraction of ``gc``'s amplitudes for
+    ``pattern`` (greedy path at :data:`TN_RATE` plus the per-gate floor), as
+    :func:`tn_seconds` prices them; the batcher weighs batch widths with it."""
+    fused = fuse_for_network(gc)
+    floor = tn_floor(len(fused.gates), 1)
+    seen: dict[str, float] = {}
+
+    def price(pattern: str) -> float:
+        if pattern not in seen:
+            seen[pattern] = greedy_cost(amplitude_network(fused, pattern, order)) / TN_RATE + floor
+        return seen[pattern]
+
+    return price
+
+
 def fuse_for_network(gc: GateCircuit) -> GateCircuit:
     """``gc`` fused for the tensor-network route (deep circuits only; see TN_FUSE_MIN_GATES)."""
     if len(gc.gates) <= TN_FUSE_MIN_GATES:
@@ -226,7 +242,8 @@ def route_amplitudes(gc: GateCircuit, bits: list[str], *, order: str, dtype: str
         fixed = [b for b in bits if "*" not in b]
         contractions = len(bits) - len(fixed)
         if len(set(fixed)) > 1:
-            contractions += len(batches(gc, fixed, dtype, budget))
+            contractions += len(batches(gc, fixed, dtype, budget,
+                                        price=contraction_price(gc, order)))
         elif fixed:
             contractions += 1
     floor = tn_floor(len(gc.gates), contractions)  # (fusion for the network removes ~10%)
@@ -276,6 +293,7 @@ def _finite(x: float) -> float | None:
 
 __all__ = [
     "MAX_STATEVECTOR_QUBITS",
+    "contraction_price",
     "METHODS",
     "Route",
     "fuse_for_network",
