@@ -24,6 +24,7 @@ output) are summed when that leaf is loaded.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -33,9 +34,14 @@ Index = str
 NEVER = math.inf
 
 
-@dataclass
+@dataclass(frozen=True)
 class Step:
-    """One pairwise contraction of the plan, with its memory layouts and GEMM shape."""
+    """One pairwise contraction of the plan, with its memory layouts and GEMM shape.
+
+    Frozen: the plan file's schema and the executor's instruction at once, built
+    complete by :func:`gemm_step` and :func:`lifetime_order` and never changed
+    after (``dataclasses.replace`` makes a changed copy).
+    """
 
     lhs: int
     rhs: int
@@ -195,9 +201,9 @@ def lifetime_order(
         size_a, size_b, size_c = nelem(la), nelem(lb), nelem(lc)
         live += size_c * itemsize
         peak = max(peak, live)
-        step.live_bytes = live
+        step = dataclasses.replace(step, live_bytes=live,
+                                   bytes=(size_a + size_b + size_c) * itemsize)
         live -= (size_a + size_b) * itemsize
-        step.bytes = (size_a + size_b + size_c) * itemsize
         steps.append(step)
         total_flops += step.flops
     return Layouts(leaf_modes, leaf_sum, steps, death, peak, total_flops, transposed, expanded)
@@ -413,22 +419,17 @@ def gemm_step(
             t_tiled = float("inf")  # beside broadcast only where clearly faster
     t_free = min(t_loop, t_tiled, t_broadcast)
     if t_free <= t_transpose * costs.transpose_margin and min(t_loop, t_tiled) <= t_broadcast:
-        step.kernel = "broadcast"
-        step.loop = True
-        step.tiled = t_tiled < t_loop
+        kernel = {"kernel": "broadcast", "loop": True, "tiled": t_tiled < t_loop}
         if t_loop == float("inf"):  # without the compiled kernel (CuPy) it runs as broadcast
-            step.expand = expand
-            step.expanded_bytes = expand_bytes
+            kernel.update(expand=expand, expanded_bytes=expand_bytes)
     elif t_free <= t_transpose * costs.transpose_margin:
-        step.kernel = "broadcast"
-        step.expand = expand
-        step.expanded_bytes = expand_bytes
+        kernel = {"kernel": "broadcast", "expand": expand, "expanded_bytes": expand_bytes}
     else:
-        step.kernel = "transpose"
-        step.x_perm, step.y_perm, step.out_perm = x_perm, y_perm, out_perm
-        step.tmp_shape = (sizes(batch_modes), sizes(x_only), sizes(y_only))
-        step.x_dims = tuple(size_dict[i] for i in x_modes)
-        step.y_dims = tuple(size_dict[i] for i in y_modes)
-        step.tmp_dims = tuple(size_dict[i] for i in tmp_modes)
-        step.transposed_bytes = permuted * itemsize
-    return step
+        kernel = {"kernel": "transpose", "x_perm": x_perm, "y_perm": y_perm,
+                  "out_perm": out_perm,
+                  "tmp_shape": (sizes(batch_modes), sizes(x_only), sizes(y_only)),
+                  "x_dims": tuple(size_dict[i] for i in x_modes),
+                  "y_dims": tuple(size_dict[i] for i in y_modes),
+                  "tmp_dims": tuple(size_dict[i] for i in tmp_modes),
+                  "transposed_bytes": permuted * itemsize}
+    return dataclasses.replace(step, **kernel)
