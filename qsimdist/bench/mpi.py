@@ -46,9 +46,10 @@ def make_plans(base, limit_fraction: float, nranks: int, profile):
     dist = schedule(base, prof, nranks, "dp")
     if dist.group_size == 1:  # the model preferred slicing: take the best sharded schedule
         from qsimdist.planner.distribution import BIG_FRACTIONS, schedule_slice, sliced_plan
+        from qsimdist.planner.plan import slice_target
 
         best = None
-        target = max(1, int(limit * nranks / (3 * isz)))
+        target = slice_target(int(limit) * nranks, isz)
         while target >= 1 and best is None:
             sp = sliced_plan(base, target)
             for frac in BIG_FRACTIONS:
