@@ -26,6 +26,8 @@ from ..errors import QsimdistError
 
 #: the attribute that marks an exception raised alike on every rank
 COLLECTIVE_MARK = "qsimdist_collective"
+#: seconds a failing rank waits between printing its line and aborting the job
+LAUNCHER_GRACE = 0.5
 
 
 def mark_collective(exc: BaseException) -> BaseException:
@@ -83,6 +85,10 @@ def fail_rank(comm, exc: BaseException, code: int | None = None) -> None:
     try:
         sys.stderr.write(f"qsimdist: error: rank {rank}: {what}; ending every rank\n")
         sys.stderr.flush()
+        # the launcher forwards a rank's stderr asynchronously and may drop what it has not
+        # read when the abort reaches it: give it a moment (one-rank faults lost the line
+        # about once in a test-suite run under load)
+        time.sleep(LAUNCHER_GRACE)
     finally:
         comm.Abort(code)
         os._exit(code)  # MPI_Abort may return while the launcher ends the job: never go on
