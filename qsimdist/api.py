@@ -73,17 +73,15 @@ def choose_route(circuit, bitstrings: str | Sequence[str], *, order: str = "qisk
 def _statevector_amplitudes(gc: GateCircuit, bitstrings: list[str], order: str, dtype: str,
                             route: Route, progress) -> AmplitudeResult:
     """Every requested amplitude read from the full state (fused gates applied in order)."""
-    from .executors.statevector import bitstring_amplitudes, pattern_amplitudes, simulate
+    from .engine.router import final_state
+    from .executors.statevector import bitstring_amplitudes, pattern_amplitudes
     from .frontends import open_qubits
-    from .frontends.fusion import diagonal_flags, fuse, fusion_info, statevector_flops
+    from .frontends.fusion import fusion_info, statevector_flops
 
     t0 = time.perf_counter()
     width = route.fusion_width or 4
-    fused = fuse(gc, width, keep_diagonal=False, progress=progress)
-    flags = diagonal_flags(fused)
-    t1 = time.perf_counter()
-    state = simulate(gc.n_qubits, fused.gates, fused.global_phase, dtype, diagonal=flags,
-                     progress=progress)
+    state, fused, fuse_seconds = final_state(gc, dtype, route, progress)
+    t1 = t0 + fuse_seconds
     fixed = [i for i, b in enumerate(bitstrings) if "*" not in b]
     values: list[np.ndarray | None] = [None] * len(bitstrings)
     picked = bitstring_amplitudes(state, [bitstrings[i] for i in fixed], order)

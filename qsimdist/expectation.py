@@ -506,15 +506,13 @@ class ExpectationEngine:
     def _statevector_values(self, circuit: GateCircuit, terms: Sequence[PauliTerm],
                             live: list[int], values: np.ndarray, route) -> None:
         """Every live term read off the full state (fused gates applied in circuit order)."""
-        from .executors.statevector import simulate
-        from .frontends.fusion import diagonal_flags, fuse, statevector_flops
+        from .engine.router import final_state
+        from .frontends.fusion import statevector_flops
 
         t0 = time.perf_counter()
         n = circuit.n_qubits
-        fused = fuse(circuit, route.fusion_width or 4, keep_diagonal=False)
-        t1 = time.perf_counter()
-        state = simulate(n, fused.gates, fused.global_phase, self.dtype,
-                         diagonal=diagonal_flags(fused))
+        state, fused, fuse_seconds = final_state(circuit, self.dtype, route)
+        t1 = t0 + fuse_seconds
         state = state.astype(np.complex128, copy=False).reshape((2,) * n)
         conj_state = state.conj()
         probabilities = None

@@ -467,12 +467,11 @@ def _marginal_statevector(circuit: GateCircuit, measured: list[int], dtype: str,
                           route) -> tuple[np.ndarray, float]:
     """``p`` over ``measured`` (first the most significant) from the full state, and the
     statevector's FLOPs."""
-    from .executors.statevector import simulate
-    from .frontends.fusion import diagonal_flags, fuse, statevector_flops
+    from .engine.router import final_state
+    from .frontends.fusion import statevector_flops
 
     n = circuit.n_qubits
-    fused = fuse(circuit, route.fusion_width or 4, keep_diagonal=False)
-    state = simulate(n, fused.gates, fused.global_phase, dtype, diagonal=diagonal_flags(fused))
+    state, fused, _ = final_state(circuit, dtype, route)
     probs = np.square(state.real)
     probs += np.square(state.imag)
     del state

@@ -213,6 +213,25 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
     return None, need, width, seconds
 
 
+def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None):
+    """The statevector engine's run: ``gc`` fused at the route's width, applied to ``|0...0>``.
+
+    Returns ``(state, fused circuit, seconds spent fusing)``; the state is flat in
+    Qiskit's order (:func:`qsimdist.executors.statevector.simulate`).
+    """
+    import time
+
+    from ..executors.statevector import simulate
+    from ..frontends.fusion import diagonal_flags, fuse
+
+    t0 = time.perf_counter()
+    fused = fuse(gc, route.fusion_width or 4, keep_diagonal=False, progress=progress)
+    fuse_seconds = time.perf_counter() - t0
+    state = simulate(gc.n_qubits, fused.gates, fused.global_phase, dtype,
+                     diagonal=diagonal_flags(fused), progress=progress)
+    return state, fused, fuse_seconds
+
+
 def _int(x: float) -> int | None:
     return None if not math.isfinite(x) else int(x)
 
@@ -294,6 +313,7 @@ def _finite(x: float) -> float | None:
 __all__ = [
     "MAX_STATEVECTOR_QUBITS",
     "contraction_price",
+    "final_state",
     "METHODS",
     "Route",
     "fuse_for_network",
