@@ -218,3 +218,69 @@ def test_axis_tracking_statevector_every_branch(seed, monkeypatch):
     assert np.abs(state - ref).max() < 1e-10
     assert 0 in moves and any(m > 0 for m in moves)  # to the front and to the end
     assert len(moves) < dense  # some gates needed no copy
+
+
+def _random_gate_circuit(n: int, n_gates: int, seed: int, max_width: int = 5):
+    """A GateCircuit of random dense gates (1..max_width qubits) and diagonal phases."""
+    from qsimdist.frontends.circuit import Gate, GateCircuit
+    from qiskit.quantum_info import random_unitary
+
+    rng = np.random.default_rng(seed)
+    gates = []
+    for _ in range(n_gates):
+        k = int(rng.integers(1, max_width + 1))
+        qubits = tuple(int(q) for q in rng.choice(n, k, replace=False))
+        if rng.random() < 0.2:
+            m = np.diag(np.exp(1j * rng.uniform(-3, 3, size=1 << k)))
+        else:
+            m = random_unitary(2**k, seed=int(rng.integers(1 << 30))).data
+        gates.append(Gate(m, qubits))
+    return GateCircuit(n, gates, global_phase=0.4)
+
+
+@pytest.mark.parametrize("n,dtype,tol", [(9, "complex128", 1e-12), (12, "complex64", 2e-6),
+                                         (15, "complex128", 1e-12)])
+def test_compiled_in_place_kernel_equals_the_gemm_kernel(n, dtype, tol, monkeypatch):
+    """The in-place compiled kernel (gates on any bits, swaps off the low bits) gives the
+    GEMM kernel's state, and the circuit made it swap (gates landed on low bits)."""
+    gc = _random_gate_circuit(n, 80, seed=n)
+    swaps: list[int] = []
+    original = sv._InPlaceState._clear_low
+
+    def counting(self, qubits):
+        swaps.append(len(qubits))
+        return original(self, qubits)
+
+    monkeypatch.setattr(sv._InPlaceState, "_clear_low", counting)
+    want = sv.simulate(n, gc.gates, gc.global_phase, dtype, kernel="numpy")
+    got = sv.simulate(n, gc.gates, gc.global_phase, dtype, kernel="compiled")
+    assert got.dtype == np.dtype(dtype)
+    assert np.abs(got - want).max() < tol
+    assert swaps  # the low-bit branch ran
+
+
+def test_swap_bits_is_the_bit_exchange():
+    """swap_bits exchanges index bits in place: the same as transposing the state's axes."""
+    from qsimdist.executors import sv_kernels
+
+    n = 11
+    rng = np.random.default_rng(3)
+    state = rng.normal(size=1 << n) + 1j * rng.normal(size=1 << n)
+    for lows, highs in [([0], [7]), ([3, 1], [4, 10]), ([0, 1, 2, 3], [9, 5, 6, 8])]:
+        got = state.copy()
+        sv_kernels.swap_bits(got, lows, highs, chunks=3)
+        axes = list(range(n))  # axis a of the C-ordered tensor holds bit n-1-a
+        for lo, hi in zip(lows, highs):
+            axes[n - 1 - lo], axes[n - 1 - hi] = axes[n - 1 - hi], axes[n - 1 - lo]
+        want = state.reshape((2,) * n).transpose(axes).reshape(-1)
+        assert np.array_equal(got, want)
+
+
+def test_kernel_choice_is_checked():
+    gc = _random_gate_circuit(6, 5, seed=1, max_width=3)
+    with pytest.raises(InvalidInputError, match="valid: auto, compiled, numpy"):
+        sv.simulate(6, gc.gates, kernel="fast")
+    with pytest.raises(InvalidInputError, match="needs 4 qubits beside the widest gate"):
+        sv.simulate(6, gc.gates, kernel="compiled")
+    auto = sv.simulate(6, gc.gates, kernel="auto")  # too small for the compiled kernel
+    assert np.abs(auto - sv.simulate(6, gc.gates, kernel="numpy")).max() < 1e-12

@@ -25,6 +25,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import InvalidInputError, PlanError
 from ..frontends import GateCircuit, amplitude_network
 from ..network import Network
@@ -185,7 +187,7 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
     budget, the backend is not numpy) or was asked for (then it must fit the
     whole budget, else PlanError).
     """
-    from ..executors.statevector import statevector_bytes
+    from ..executors.statevector import compiled_kernel_runs, statevector_bytes
     from ..frontends.fusion import FUSION_WIDTHS, predict_statevector
 
     n = gc.n_qubits
@@ -207,7 +209,8 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
     elif backend != "numpy":
         return (Route(tn_method, f"backend {backend!r}: the statevector route runs on numpy",
                       statevector_bytes=need), need, None, math.inf)
-    width, seconds = predict_statevector(gc, FUSION_WIDTHS)
+    width, seconds = predict_statevector(gc, FUSION_WIDTHS, itemsize=np.dtype(dtype).itemsize,
+                                         compiled=compiled_kernel_runs(n, max(FUSION_WIDTHS)))
     if method == "statevector":
         return Route("statevector", "requested", seconds, None, need, width), need, width, seconds
     return None, need, width, seconds

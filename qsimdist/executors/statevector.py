@@ -24,6 +24,14 @@ at ``k`` <= 2, faster only below 12 qubits by about 10 µs per gate, and
 importing numba (and compiling, on a fresh cache) cost 0.4-2 s per process
 (BENCHMARKS.md section 16).
 
+From :data:`COMPILED_MIN_QUBITS` qubits dense gates skip the copy and the
+GEMM: :class:`_InPlaceState` applies each in place with a compiled kernel
+(:mod:`qsimdist.executors.sv_kernels`) on whatever bits its qubits sit on,
+swapping qubits off the lowest index bits first where a gate lands there.
+On qsim's 24-qubit ``circuit_q24`` this took 7.2 s (complex64) and 10.8 s
+(complex128) where the GEMM kernel took 16.0 s and 27.9 s (BENCHMARKS.md
+section 22).
+
 Gates are taken by duck typing (anything with ``.matrix``, big-endian over
 ``.qubits``), so this module needs numpy only (layer 3 imports no frontend).
 """
@@ -32,9 +40,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+import bisect
+import importlib.util
+
 import numpy as np
 
 from ..errors import InvalidInputError
+
+_HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
 #: states the run holds: the state and one buffer of the same size it alternates with
 WORKSPACE_STATES = 2
@@ -70,11 +83,16 @@ class _State:
         self.n = n
         self.buf = np.zeros(1 << n, dtype=dtype)
         self.buf[0] = 1.0
-        self.spare = np.empty_like(self.buf)
+        self.spare: np.ndarray | None = None  # the second buffer, made when first needed
         self.held = list(range(n - 1, -1, -1))  # Qiskit's order: axis a holds qubit n-1-a
 
     def _swap(self) -> None:
         self.buf, self.spare = self.spare, self.buf
+
+    def _spare(self) -> np.ndarray:
+        if self.spare is None:
+            self.spare = np.empty_like(self.buf)
+        return self.spare
 
     def _move(self, qubits: tuple[int, ...]) -> int:
         """One copy: the axes of ``qubits`` become the leading or the trailing ones.
@@ -107,7 +125,7 @@ class _State:
         by_source = sorted(range(len(groups)), key=lambda g: groups[g][0])
         src = self.buf.reshape([1 << len(groups[g]) for g in by_source])
         order = [by_source.index(g) for g in range(len(groups))]
-        np.copyto(self.spare.reshape([1 << len(g) for g in groups]), src.transpose(order))
+        np.copyto(self._spare().reshape([1 << len(g) for g in groups]), src.transpose(order))
         self.held = [self.held[a] for a in perm]
         self._swap()
 
@@ -128,6 +146,7 @@ class _State:
                 mat.reshape((2,) * (2 * k)).transpose(by_axis + [k + j for j in by_axis])
             ).reshape(1 << k, 1 << k)
         outer = 1 << first
+        self._spare()
         if inner == 1:  # (outer, 2^k) @ mat^T: one GEMM
             np.matmul(self.buf.reshape(outer, 1 << k), mat.T,
                       out=self.spare.reshape(outer, 1 << k))
@@ -155,9 +174,74 @@ class _State:
         return self.buf
 
 
+class _InPlaceState(_State):
+    """The same tracked layout, with dense gates applied in place by a compiled kernel.
+
+    :func:`qsimdist.executors.sv_kernels.apply_dense` applies a gate on any bits
+    in one pass, without the copy that moves its axes together; it needs the
+    gate's qubits off the lowest :data:`~qsimdist.executors.sv_kernels.LOW_BITS`
+    bits of the index. A gate that touches them first swaps those qubits with
+    qubits on higher bits, choosing the qubits whose next use is furthest
+    ahead (Belady's rule), so later gates rarely swap back. Diagonal gates and
+    the final reorder are :class:`_State`'s.
+    """
+
+    def __init__(self, n: int, dtype: np.dtype, qubit_lists: Sequence[tuple[int, ...]]) -> None:
+        from . import sv_kernels
+
+        super().__init__(n, dtype)
+        self._k = sv_kernels
+        self._chunks = sv_kernels.n_chunks()
+        self._uses: dict[int, list[int]] = {}
+        for i, qs in enumerate(qubit_lists):
+            for q in qs:
+                self._uses.setdefault(q, []).append(i)
+        self.step = 0
+        self.swaps = 0
+
+    def _bit(self, q: int) -> int:
+        return self.n - 1 - self.held.index(q)
+
+    def _next_use(self, q: int) -> int:
+        uses = self._uses.get(q, ())
+        at = bisect.bisect_right(uses, self.step)
+        return uses[at] if at < len(uses) else 1 << 62
+
+    def _clear_low(self, qubits: tuple[int, ...]) -> None:
+        low = self._k.LOW_BITS
+        stuck = [q for q in qubits if self._bit(q) < low]
+        free = [q for q in self.held if q not in qubits and self._bit(q) >= low]
+        free.sort(key=self._next_use, reverse=True)
+        lows, highs = [], []
+        for q, other in zip(stuck, free):
+            a, b = self.held.index(q), self.held.index(other)
+            lows.append(self.n - 1 - a)
+            highs.append(self.n - 1 - b)
+            self.held[a], self.held[b] = other, q
+        self._k.swap_bits(self.buf, lows, highs, self._chunks)
+        self.swaps += 1
+
+    def dense(self, mat: np.ndarray, qubits: tuple[int, ...]) -> None:
+        bits = [self._bit(q) for q in qubits]
+        if min(bits) < self._k.LOW_BITS:
+            self._clear_low(qubits)
+            bits = [self._bit(q) for q in qubits]
+        real = np.ascontiguousarray(mat.real)
+        self._k.apply_dense(self.buf, real, np.ascontiguousarray(mat.imag), bits, self._chunks)
+
+
+#: states of at least this many qubits run dense gates through the compiled in-place
+#: kernel (below it the state is small, numpy's GEMMs are as fast, and the process
+#: does not import numba); the gate must also leave LOW_BITS + its width <= n
+COMPILED_MIN_QUBITS = 14
+#: ``simulate(kernel=...)``
+KERNELS = ("auto", "compiled", "numpy")
+
+
 def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
              dtype: str = "complex128", diagonal: Sequence[bool] | None = None,
-             progress: Callable[[str, int, int], None] | None = None) -> np.ndarray:
+             progress: Callable[[str, int, int], None] | None = None,
+             kernel: str = "auto") -> np.ndarray:
     """The state ``U|0...0>`` as a flat vector in Qiskit's order (bit ``q`` of the index is
     qubit ``q``), global phase included.
 
@@ -169,12 +253,18 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
         dtype: ``complex64`` or ``complex128``.
         diagonal: per gate, whether it is diagonal (``None``: checked here).
         progress: ``progress("statevector", done, total)`` every 1024 gates.
+        kernel: ``"compiled"`` (dense gates in place, :class:`_InPlaceState`),
+            ``"numpy"`` (a GEMM per gate, :class:`_State`) or ``"auto"``
+            (compiled from :data:`COMPILED_MIN_QUBITS` qubits).
     """
     gates = list(gates)
     if n_qubits < 0:
         raise InvalidInputError(f"n_qubits must be >= 0, got {n_qubits}")
+    if kernel not in KERNELS:
+        raise InvalidInputError(f"unknown statevector kernel {kernel!r}; valid: "
+                                f"{', '.join(KERNELS)}")
     dt = np.dtype(dtype)
-    state = _State(n_qubits, dt)
+    state = _make_state(n_qubits, dt, gates, kernel)
     cast: dict[int, tuple] = {}
     total = len(gates)
     for done, g in enumerate(gates, start=1):
@@ -188,6 +278,7 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
         if diag:
             state.diagonal(diag_entries, qubits)
         else:
+            state.step = done - 1
             state.dense(mat, qubits)
         if progress is not None and done % 1024 == 0:
             progress("statevector", done, total)
@@ -195,6 +286,26 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
     if global_phase:
         out *= dt.type(np.exp(1j * global_phase))
     return out
+
+
+def compiled_kernel_runs(n_qubits: int, widest: int) -> bool:
+    """Whether ``simulate(kernel="auto")`` takes the compiled kernel for ``n_qubits`` and
+    gates of at most ``widest`` qubits."""
+    from .sv_kernels import LOW_BITS
+
+    return _HAVE_NUMBA and n_qubits >= COMPILED_MIN_QUBITS and n_qubits - LOW_BITS >= widest
+
+
+def _make_state(n: int, dt: np.dtype, gates: list, kernel: str) -> _State:
+    from .sv_kernels import LOW_BITS
+
+    widest = max((len(g.qubits) for g in gates), default=0)
+    if kernel == "compiled" and n - LOW_BITS < widest:
+        raise InvalidInputError(f"the compiled statevector kernel needs {LOW_BITS} qubits "
+                                f"beside the widest gate ({widest} qubits); this state has {n}")
+    if kernel == "compiled" or (kernel == "auto" and compiled_kernel_runs(n, widest)):
+        return _InPlaceState(n, dt, [tuple(int(q) for q in g.qubits) for g in gates])
+    return _State(n, dt)
 
 
 def pattern_amplitudes(state: np.ndarray, per_qubit: Sequence[str],

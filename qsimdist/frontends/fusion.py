@@ -59,6 +59,12 @@ DENSE_SECONDS_PER_ELEMENT = 2.0e-9
 #: tensordot kernel; refitted for the axis-tracking one: this model's old predictions
 #: scaled by the speedup measured side by side on 28 fused runs, BENCHMARKS.md section 18)
 MAC_SECONDS_PER_ELEMENT = 0.31e-9
+# The compiled in-place kernel (states of 14 qubits and more), fitted on this machine at
+# 2^20 and 2^24 elements, widths 1-5 (BENCHMARKS.md section 22): seconds per element per
+# dense gate, whatever its width (one pass, plus the low-bit swaps a third of the gates
+# need), and per element per 2^k complex multiply-adds, by bytes per amplitude
+COMPILED_SECONDS_PER_ELEMENT = 1.1e-9
+COMPILED_MAC_SECONDS_PER_ELEMENT = {8: 0.075e-9, 16: 0.18e-9}
 #: seconds per state element of an element-wise diagonal product
 DIAGONAL_SECONDS_PER_ELEMENT = 1.2e-9
 #: seconds per original gate to multiply it into its block (fusion itself)
@@ -247,25 +253,38 @@ def fusion_info(circuit: GateCircuit, fused: GateCircuit, max_qubits: int) -> Fu
     return FusionInfo(max_qubits, len(circuit.gates), len(fused.gates), int(diag), hist)
 
 
-def gate_seconds(n_qubits: int, width: int, diagonal: bool) -> float:
-    """Predicted seconds to apply one gate of ``width`` qubits to a ``2^n_qubits`` state."""
+def gate_seconds(n_qubits: int, width: int, diagonal: bool, *, itemsize: int = 16,
+                 compiled: bool = False) -> float:
+    """Predicted seconds to apply one gate of ``width`` qubits to a ``2^n_qubits`` state.
+
+    ``compiled``: the dense gate runs through the compiled in-place kernel
+    (``qsimdist.executors.sv_kernels``, whose amortised low-bit swaps are in
+    its base rate) rather than numpy's GEMMs; ``itemsize``: bytes per
+    amplitude (8 for complex64, 16 for complex128).
+    """
     elements = float(2**n_qubits)
     if diagonal:
         return GATE_OVERHEAD_SECONDS + elements * DIAGONAL_SECONDS_PER_ELEMENT
+    if compiled:
+        mac = COMPILED_MAC_SECONDS_PER_ELEMENT[8 if itemsize <= 8 else 16]
+        return GATE_OVERHEAD_SECONDS + elements * (
+            COMPILED_SECONDS_PER_ELEMENT + mac * 2**width)
     return GATE_OVERHEAD_SECONDS + elements * (
         DENSE_SECONDS_PER_ELEMENT + MAC_SECONDS_PER_ELEMENT * 2**width)
 
 
-def blocks_seconds(n_qubits: int, blocks: Sequence[_Block]) -> float:
-    """Predicted seconds to apply fused ``blocks`` to a ``2^n_qubits`` state."""
-    return sum(gate_seconds(n_qubits, len(b.qubits), b.diagonal) for b in blocks)
+def blocks_seconds(n_qubits: int, blocks: Sequence[_Block], **kernel) -> float:
+    """Predicted seconds to apply fused ``blocks`` to a ``2^n_qubits`` state
+    (``kernel``: :func:`gate_seconds`'s keywords)."""
+    return sum(gate_seconds(n_qubits, len(b.qubits), b.diagonal, **kernel) for b in blocks)
 
 
-def statevector_seconds(circuit: GateCircuit, n_qubits: int | None = None) -> float:
+def statevector_seconds(circuit: GateCircuit, n_qubits: int | None = None, **kernel) -> float:
     """Predicted seconds to apply ``circuit``'s gates (as they are) to its state."""
     n = circuit.n_qubits if n_qubits is None else n_qubits
     flags = diagonal_flags(circuit)
-    return sum(gate_seconds(n, len(g.qubits), d) for g, d in zip(circuit.gates, flags))
+    return sum(gate_seconds(n, len(g.qubits), d, **kernel)
+               for g, d in zip(circuit.gates, flags))
 
 
 def statevector_flops(circuit: GateCircuit) -> float:
@@ -277,12 +296,13 @@ def statevector_flops(circuit: GateCircuit) -> float:
 
 
 def predict_statevector(circuit: GateCircuit, widths: Sequence[int] = FUSION_WIDTHS,
-                        ) -> tuple[int, float]:
+                        **kernel) -> tuple[int, float]:
     """``(width, seconds)``: the fusion width the cost model predicts cheapest for a
     statevector run of ``circuit`` and its predicted time (fusing included).
 
     Only the block structure is made for each width (no matrices), with
     ``keep_diagonal=False`` (diagonal runs still fuse into diagonal blocks).
+    ``kernel``: :func:`gate_seconds`'s keywords (``itemsize``, ``compiled``).
     """
     n = circuit.n_qubits
     flags = diagonal_flags(circuit)
@@ -291,7 +311,7 @@ def predict_statevector(circuit: GateCircuit, widths: Sequence[int] = FUSION_WID
         blocks = fusion_blocks(circuit, k, keep_diagonal=False,
                                max_diagonal_qubits=MAX_DIAGONAL_QUBITS, diagonal=flags)
         merged = sum(len(b.gates) for b in blocks if len(b.gates) > 1)
-        seconds = blocks_seconds(n, blocks) + FUSE_SECONDS_PER_GATE * merged
+        seconds = blocks_seconds(n, blocks, **kernel) + FUSE_SECONDS_PER_GATE * merged
         if best is None or seconds < best[0]:
             best = (seconds, k)
     if best is None:

@@ -1,0 +1,182 @@
+"""Compiled in-place kernels of the statevector route (numba, parallel over the cores).
+
+:func:`apply_dense` applies a ``k``-qubit matrix to a flat ``2^n`` state in
+place, whatever bits of the index its qubits sit on. The index splits into
+the gate's bits, the bits below its lowest one (a contiguous run of
+``2^q0`` elements) and the rest. Each unit of work takes ``lb`` consecutive
+elements of the run for every one of the ``2^k`` combinations of the gate's
+bits, splits them into real and imaginary rows in a scratch block (in
+cache), multiplies by the matrix row by row with the run innermost (so the
+loop vectorises), and writes the ``2^k`` rows back. One pass over the state,
+no copy of it, and the work splits over the cores. The run must be at least
+``2^LOW_BITS`` long to vectorise; the caller keeps the gates' qubits off the
+low bits with :func:`swap_bits` (BENCHMARKS.md section 22).
+
+:func:`swap_bits` exchanges bit ``lows[t]`` with bit ``highs[t]`` of every
+index in place (an involution, so each pair of elements swaps once): a
+relabelling of which qubit sits on which bit.
+
+numba is imported on first use (it costs ~0.5 s per process); the compiled
+functions are cached on disk by numba.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: gates whose lowest bit sits below this run through a swap first: a contiguous run of
+#: 2^LOW_BITS elements is the shortest the compiled loop vectorises well (a run of 1 was
+#: 10x slower; BENCHMARKS.md section 22)
+LOW_BITS = 4
+#: elements of the run taken per unit of work (the scratch block is 2^k rows of this many)
+RUN_BLOCK = 64
+#: units of work per thread (balances the threads when some are busy)
+CHUNKS_PER_THREAD = 8
+
+_apply = None
+_swap = None
+
+
+def _apply_dense(state, mr, mi, bits_sorted, offs, n, lb_max, n_chunks):  # pragma: no cover
+    k = bits_sorted.shape[0]
+    kk = 1 << k
+    q0 = bits_sorted[0]
+    run = 1 << q0
+    lb = run if run < lb_max else lb_max
+    per_o = run // lb
+    units = (1 << (n - k - q0)) * per_o
+    chunk = (units + n_chunks - 1) // n_chunks
+    for ch in _prange(n_chunks):
+        u0 = ch * chunk
+        u1 = min(units, u0 + chunk)
+        vr = np.empty((kk, lb), dtype=mr.dtype)
+        vi = np.empty((kk, lb), dtype=mr.dtype)
+        ar = np.empty(lb, dtype=mr.dtype)
+        ai = np.empty(lb, dtype=mr.dtype)
+        for u in range(u0, u1):
+            o = u // per_o
+            idx = o << q0
+            for t in range(k):  # insert a zero at each of the gate's bits
+                b = bits_sorted[t]
+                idx = ((idx >> b) << (b + 1)) | (idx & ((1 << b) - 1))
+            base = idx + (u - o * per_o) * lb
+            for c in range(kk):
+                p = base + offs[c]
+                for j in range(lb):
+                    v = state[p + j]
+                    vr[c, j] = v.real
+                    vi[c, j] = v.imag
+            for r in range(kk):
+                for j in range(lb):
+                    ar[j] = 0
+                    ai[j] = 0
+                for c in range(kk):
+                    a = mr[r, c]
+                    b2 = mi[r, c]
+                    for j in range(lb):
+                        x = vr[c, j]
+                        y = vi[c, j]
+                        ar[j] += a * x - b2 * y
+                        ai[j] += a * y + b2 * x
+                p = base + offs[r]
+                for j in range(lb):
+                    state[p + j] = ar[j] + 1j * ai[j]
+
+
+def _swap_tiles(state, highs_sorted, toffs, perm, low, n_chunks):  # pragma: no cover
+    size = state.shape[0]
+    m = highs_sorted.shape[0]
+    tile = 1 << low
+    block = tile << m
+    outer = size // block
+    chunk = (outer + n_chunks - 1) // n_chunks
+    for ch in _prange(n_chunks):
+        tmp = np.empty(block, dtype=state.dtype)
+        for o in range(ch * chunk, min(outer, (ch + 1) * chunk)):
+            idx = o << low
+            for t in range(m):  # insert a zero at each high bit
+                b = highs_sorted[t]
+                idx = ((idx >> b) << (b + 1)) | (idx & ((1 << b) - 1))
+            for h in range(1 << m):
+                p = idx + toffs[h]
+                for e in range(tile):
+                    tmp[h * tile + e] = state[p + e]
+            for h in range(1 << m):
+                p = idx + toffs[h]
+                for e in range(tile):
+                    state[p + e] = tmp[perm[h * tile + e]]
+
+
+_prange = range
+
+
+def _compiled():
+    global _apply, _swap, _prange
+    if _apply is None:
+        import numba
+
+        _prange = numba.prange
+        opts = dict(parallel=True, cache=True, fastmath=True, boundscheck=False,
+                    error_model="numpy")
+        _apply = numba.njit(**opts)(_apply_dense)
+        _swap = numba.njit(**opts)(_swap_tiles)
+    return _apply, _swap
+
+
+def n_chunks() -> int:
+    import numba
+
+    return CHUNKS_PER_THREAD * max(1, numba.get_num_threads())
+
+
+def gate_offsets(bits) -> np.ndarray:
+    """Index offsets of the ``2^k`` rows of a gate on ``bits`` (big-endian: ``bits[0]``
+    is the matrix index's most significant bit)."""
+    k = len(bits)
+    offs = np.zeros(1 << k, dtype=np.int64)
+    for j, b in enumerate(bits):
+        step = 1 << (k - 1 - j)
+        rows = np.arange(1 << k)
+        offs[(rows & step) != 0] += 1 << b
+    return offs
+
+
+def apply_dense(state: np.ndarray, real: np.ndarray, imag: np.ndarray, bits,
+                chunks: int) -> None:
+    """``state`` (flat, complex) times the gate ``real + i imag`` on index ``bits``, in place.
+
+    ``bits[j]`` is the index bit of the matrix's ``j``-th qubit (big-endian).
+    """
+    run, _ = _compiled()
+    n = int(state.size).bit_length() - 1
+    run(state, real, imag, np.array(sorted(bits), dtype=np.int64), gate_offsets(bits), n,
+        RUN_BLOCK, chunks)
+
+
+def swap_bits(state: np.ndarray, lows, highs, chunks: int) -> None:
+    """Exchange index bit ``lows[t]`` with ``highs[t]`` for every ``t``, in place.
+
+    Every ``lows[t]`` is below :data:`LOW_BITS` and every ``highs[t]`` at or
+    above it. The state is read as blocks of ``2^len(highs)`` tiles of
+    ``2^LOW_BITS`` contiguous elements (one tile per combination of the high
+    bits); each block is copied to a scratch and written back permuted, so
+    each element moves once and in runs.
+    """
+    _, run = _compiled()
+    low = LOW_BITS
+    hs = sorted(int(h) for h in highs)
+    m = len(hs)
+    toffs = np.zeros(1 << m, dtype=np.int64)
+    for t, b in enumerate(hs):
+        toffs[(np.arange(1 << m) >> t) & 1 == 1] += 1 << b
+    # element (tile h, offset e) of the block <-> index bits: h's bit t is bit hs[t]
+    dest = np.arange(1 << (m + low))
+    h, e = dest >> low, dest & ((1 << low) - 1)
+    src_h, src_e = h.copy(), e.copy()
+    for lo, hi in zip(lows, highs):
+        t = hs.index(int(hi))
+        hb, eb = (h >> t) & 1, (e >> int(lo)) & 1
+        src_h = (src_h & ~(1 << t)) | (eb << t)
+        src_e = (src_e & ~(1 << int(lo))) | (hb << int(lo))
+    perm = (src_h << low) | src_e
+    run(state, np.array(hs, dtype=np.int64), toffs, perm.astype(np.int64), low, chunks)
