@@ -154,10 +154,26 @@ def fusion_blocks(circuit: GateCircuit, max_qubits: int, *, keep_diagonal: bool 
             qubits |= b.qubits
         merged_diag = diag and all(b.diagonal for b in touching)
         limit = max_diag if merged_diag else max_qubits
-        if len(g.qubits) > limit or len(qubits) > limit:
+        if len(g.qubits) > limit:
             for b in touching:
                 close(b)
             block = _Block(set(g.qubits), [idx], diag)
+        elif len(qubits) > limit:
+            # keep the smallest open blocks that still fit beside the gate, close the rest
+            # (closing any block is valid; disjoint open blocks commute)
+            keep: list[_Block] = []
+            qubits = set(g.qubits)
+            for b in sorted(touching, key=lambda b: len(b.qubits)):
+                if len(qubits | b.qubits) <= (max_diag if merged_diag else max_qubits) and (
+                        not merged_diag or b.diagonal):
+                    keep.append(b)
+                    qubits |= b.qubits
+                else:
+                    close(b)
+            block = _Block(qubits, [], diag and all(b.diagonal for b in keep))
+            for b in keep:
+                block.gates.extend(b.gates)
+            block.gates.append(idx)
         elif len(touching) == 1 and touching[0].qubits >= qubits:
             block = touching[0]
             block.gates.append(idx)
@@ -175,6 +191,36 @@ def fusion_blocks(circuit: GateCircuit, max_qubits: int, *, keep_diagonal: bool 
         if b is not None and id(b) not in seen:
             seen.add(id(b))
             out.append(b)
+    return _merge_back(out, circuit.n_qubits, max_qubits, max_diag, keep_diagonal)
+
+
+def _merge_back(blocks: list[_Block], n_qubits: int, max_qubits: int, max_diag: int,
+                keep_diagonal: bool) -> list[_Block]:
+    """Blocks multiplied into the block before them where that stays within the width.
+
+    A block whose qubits were last touched by one and the same earlier block
+    ``P`` (or by nothing) commutes with every block between them, so it can
+    move back and join ``P`` when their qubits together fit (one pass fewer
+    over the state). ``keep_diagonal``: only blocks of the same kind join.
+    """
+    last: list[_Block | None] = [None] * n_qubits
+    out: list[_Block] = []
+    for b in blocks:
+        preds = {id(last[q]): last[q] for q in b.qubits if last[q] is not None}
+        if len(preds) == 1:
+            (p,) = preds.values()
+            diag = p.diagonal and b.diagonal
+            fits = len(p.qubits | b.qubits) <= (max_diag if diag else max_qubits)
+            if fits and (not keep_diagonal or p.diagonal == b.diagonal):
+                p.qubits |= b.qubits
+                p.gates.extend(b.gates)
+                p.diagonal = diag
+                for q in b.qubits:
+                    last[q] = p
+                continue
+        out.append(b)
+        for q in b.qubits:
+            last[q] = b
     return out
 
 
