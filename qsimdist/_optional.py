@@ -13,6 +13,8 @@ _EXTRAS = {
     "mpi4py": ("mpi", "the mpi executor"),
     "qiskit_qasm3_import": ("qasm3", "OpenQASM 3 import"),
     "matplotlib": ("plot", "plots"),
+    "qsimcirq": ("qsim", "the qsim statevector engine"),
+    "cirq": ("qsim", "the qsim statevector engine"),
     "qiskit": ("", "Qiskit circuits"),
     "quimb": ("", "quimb networks and simplification"),
 }

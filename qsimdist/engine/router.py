@@ -72,6 +72,8 @@ class Route:
     statevector_bytes: int | None = None
     fusion_width: int | None = None
     executor: str = "local"
+    #: what runs a statevector route: ``qsimdist`` (its own kernels) or ``qsim``
+    engine: str | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -179,13 +181,16 @@ DRAW_SECONDS_PER_SHOT = 2.0e-7
 
 
 def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
-                 backend: str, tn_method: str) -> tuple[Route | None, int, int | None, float]:
-    """The statevector engine's side: ``(route decided already or None, bytes, width, seconds)``.
+                 backend: str, tn_method: str,
+                 ) -> tuple[Route | None, int, int | None, float, str | None]:
+    """The statevector engine's side: ``(route decided already or None, bytes, width,
+    seconds, engine)``.
 
     A route is decided here where the statevector cannot be taken (``method``
     names a tensor-network method, the state does not fit a quarter of the
     budget, the backend is not numpy) or was asked for (then it must fit the
-    whole budget, else PlanError).
+    whole budget, else PlanError). ``engine`` is the faster predicted of
+    qsimdist's kernels and qsim (:func:`statevector_engine`).
     """
     from ..executors.statevector import compiled_kernel_runs, statevector_bytes
     from ..frontends.fusion import FUSION_WIDTHS, predict_statevector
@@ -193,7 +198,8 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
     n = gc.n_qubits
     need = statevector_bytes(n, dtype) if n <= MAX_STATEVECTOR_QUBITS else math.inf
     if method not in ("auto", "statevector"):
-        return Route(method, "requested", statevector_bytes=_int(need)), need, None, math.inf
+        return (Route(method, "requested", statevector_bytes=_int(need)), need, None, math.inf,
+                None)
     if method == "statevector":
         if n > MAX_STATEVECTOR_QUBITS:
             raise PlanError(f"the statevector of {n} qubits is too large (at most "
@@ -205,15 +211,72 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
     elif n > MAX_STATEVECTOR_QUBITS or (
             budget.bound is not None and need > budget.bound // BATCH_PLAN_SHARE):
         return (Route(tn_method, "the statevector does not fit the memory limit",
-                      statevector_bytes=_int(need)), need, None, math.inf)
+                      statevector_bytes=_int(need)), need, None, math.inf, None)
     elif backend != "numpy":
         return (Route(tn_method, f"backend {backend!r}: the statevector route runs on numpy",
-                      statevector_bytes=need), need, None, math.inf)
+                      statevector_bytes=need), need, None, math.inf, None)
     width, seconds = predict_statevector(gc, FUSION_WIDTHS, itemsize=np.dtype(dtype).itemsize,
                                          compiled=compiled_kernel_runs(n, max(FUSION_WIDTHS)))
+    engine, width, seconds = statevector_engine(gc, dtype, width, seconds)
     if method == "statevector":
-        return Route("statevector", "requested", seconds, None, need, width), need, width, seconds
-    return None, need, width, seconds
+        return (Route("statevector", "requested", seconds, None, need, width, engine=engine),
+                need, width, seconds, engine)
+    return None, need, width, seconds, engine
+
+
+#: seconds to import cirq and qsimcirq (once per process; measured 1.5-1.8 s here)
+QSIM_IMPORT_SECONDS = 1.6
+#: qsim's seconds per state element per fused gate (3-qubit fusion, complex64, 2 threads:
+#: circuit_q24, 255 gates, 1.9 s; BENCHMARKS.md section 22)
+QSIM_SECONDS_PER_ELEMENT = 0.44e-9
+#: qsim's seconds per gate handed over (cirq MatrixGate, qsimcirq's translation)
+QSIM_SECONDS_PER_GATE = 1.0e-4
+#: ``QSIMDIST_STATEVECTOR_ENGINE`` values
+ENGINES = ("auto", "qsimdist", "qsim")
+
+
+def statevector_engine(gc: GateCircuit, dtype: str, width: int, seconds: float,
+                       ) -> tuple[str, int, float]:
+    """``(engine, fusion width, predicted seconds)`` of the statevector route.
+
+    ``width`` and ``seconds`` are qsimdist's own kernels'. qsim (the ``qsim``
+    extra) computes in complex64 only and applies gates of at most 6 qubits;
+    where it can run, ``auto`` takes it if predicted faster.
+    ``$QSIMDIST_STATEVECTOR_ENGINE`` (``auto``, ``qsimdist``, ``qsim``) chooses
+    by hand; asking for qsim where it cannot run is an error.
+    """
+    import os
+    import sys
+
+    from .._optional import available
+    from ..errors import shorten
+    from ..executors.qsim_engine import FUSED_GATE_QUBITS, MAX_GATE_QUBITS
+    from ..frontends.fusion import fusion_blocks
+
+    choice = os.environ.get("QSIMDIST_STATEVECTOR_ENGINE", "auto").strip().lower() or "auto"
+    if choice not in ENGINES:
+        raise InvalidInputError(f"unknown statevector engine {shorten(choice)} in "
+                                f"QSIMDIST_STATEVECTOR_ENGINE; valid: {', '.join(ENGINES)}")
+    if choice == "qsimdist":
+        return "qsimdist", width, seconds
+    why_not = None
+    if dtype != "complex64":
+        why_not = f"qsim computes in complex64 only, not {dtype}"
+    elif max((len(g.qubits) for g in gc.gates), default=0) > MAX_GATE_QUBITS:
+        why_not = f"qsim applies gates of at most {MAX_GATE_QUBITS} qubits"
+    elif not available("qsimcirq"):
+        why_not = "qsimcirq is not installed (pip install 'qsimdist[qsim]')"
+    if why_not is not None:
+        if choice == "qsim":
+            raise InvalidInputError(f"QSIMDIST_STATEVECTOR_ENGINE=qsim: {why_not}; "
+                                    "valid: auto, qsimdist")
+        return "qsimdist", width, seconds
+    blocks = fusion_blocks(gc, FUSED_GATE_QUBITS, keep_diagonal=False)
+    qsim = (len(blocks) * (QSIM_SECONDS_PER_GATE + 2.0**gc.n_qubits * QSIM_SECONDS_PER_ELEMENT)
+            + (0.0 if "qsimcirq" in sys.modules else QSIM_IMPORT_SECONDS))
+    if choice == "qsim" or qsim < seconds:
+        return "qsim", FUSED_GATE_QUBITS, qsim
+    return "qsimdist", width, seconds
 
 
 def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None):
@@ -230,6 +293,11 @@ def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None):
     t0 = time.perf_counter()
     fused = fuse(gc, route.fusion_width or 4, keep_diagonal=False, progress=progress)
     fuse_seconds = time.perf_counter() - t0
+    if route.engine == "qsim":
+        from ..executors import qsim_engine
+
+        return qsim_engine.simulate(gc.n_qubits, fused.gates, fused.global_phase), fused, \
+            fuse_seconds
     state = simulate(gc.n_qubits, fused.gates, fused.global_phase, dtype,
                      diagonal=diagonal_flags(fused), progress=progress)
     return state, fused, fuse_seconds
@@ -257,7 +325,8 @@ def route_amplitudes(gc: GateCircuit, bits: list[str], *, order: str, dtype: str
                 "method 'tensor-network' or 'auto'"
             )
         return Route("tensor-network", f"executor {executor!r}", executor=executor)
-    decided, need, width, sv = _statevector(gc, dtype, budget, method, backend, "tensor-network")
+    decided, need, width, sv, engine = _statevector(gc, dtype, budget, method, backend,
+                                                    "tensor-network")
     if decided is not None:
         return decided
     if contractions is None:
@@ -271,10 +340,10 @@ def route_amplitudes(gc: GateCircuit, bits: list[str], *, order: str, dtype: str
     floor = tn_floor(len(gc.gates), contractions)  # (fusion for the network removes ~10%)
     if sv <= floor:
         return Route("statevector", "predicted below the tensor-network floor", sv, floor,
-                     need, width)
+                     need, width, engine=engine)
     tn = tn_seconds(gc, bits[0], order, contractions)
     if sv <= tn:
-        return Route("statevector", "predicted faster", sv, tn, need, width)
+        return Route("statevector", "predicted faster", sv, tn, need, width, engine=engine)
     return Route("tensor-network", "predicted faster", sv, tn, need, width)
 
 
@@ -296,7 +365,8 @@ def route_state_reading(gc: GateCircuit, *, what: str, dtype: str, budget: Memor
                 f"a tensor-network method for {what}"
             )
         return Route(tn_method, f"executor {executor!r}", executor=executor)
-    decided, need, width, sv = _statevector(gc, dtype, budget, method, backend, tn_method)
+    decided, need, width, sv, engine = _statevector(gc, dtype, budget, method, backend,
+                                                    tn_method)
     if decided is not None:
         return decided
     total = sv + read_seconds
@@ -304,7 +374,7 @@ def route_state_reading(gc: GateCircuit, *, what: str, dtype: str, budget: Memor
         tn_seconds_predicted = tn_seconds_predicted()
     if total <= tn_seconds_predicted:
         return Route("statevector", "predicted faster", total,
-                     _finite(tn_seconds_predicted), need, width)
+                     _finite(tn_seconds_predicted), need, width, engine=engine)
     return Route(tn_method, "predicted faster", total, _finite(tn_seconds_predicted), need,
                  width)
 

@@ -1,0 +1,103 @@
+"""The statevector route's engines: qsimdist's compiled kernel and qsim (the ``qsim`` extra).
+
+qsim's tests need ``qsimcirq`` (in the ``test`` extra); they skip, saying so, where
+it is absent.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from qiskit import QuantumCircuit
+from qiskit.circuit.random import random_circuit
+from qiskit.quantum_info import Statevector
+
+import qsimdist
+from qsimdist.cli import main
+from qsimdist.errors import InvalidInputError
+
+try:
+    import qsimcirq  # noqa: F401
+    HAVE_QSIM = True
+except ImportError:
+    HAVE_QSIM = False
+needs_qsim = pytest.mark.skipif(not HAVE_QSIM, reason="qsimcirq is not installed "
+                                "(pip install 'qsimdist[qsim]')")
+
+
+def _circuit(n: int, seed: int) -> QuantumCircuit:
+    """A random circuit with an X on qubit 0 first (so a bit-order mistake shows)."""
+    qc = QuantumCircuit(n, global_phase=0.3)
+    qc.x(0)
+    qc.compose(random_circuit(n, 6, max_operands=2, seed=seed), inplace=True)
+    return qc
+
+
+def _bits(n: int, count: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return ["".join("1" if b else "0" for b in rng.integers(0, 2, n)) for _ in range(count)]
+
+
+@needs_qsim
+@pytest.mark.parametrize("engine", ["qsim", "qsimdist"])
+def test_each_engine_gives_qiskits_amplitudes(engine, monkeypatch):
+    """Both engines, asked by name, agree with Qiskit's Statevector (bitstrings in Qiskit's
+    order, global phase included) and say which ran."""
+    monkeypatch.setenv("QSIMDIST_STATEVECTOR_ENGINE", engine)
+    n = 15
+    qc = _circuit(n, seed=4)
+    ref = Statevector(qc).data
+    bits = _bits(n, 6, seed=1) + ["0" * (n - 1) + "1"]
+    res = qsimdist.amplitudes(qc, bits, dtype="complex64", method="statevector")
+    assert res.stats["route"]["engine"] == engine
+    got = np.array([res[b] for b in bits])
+    want = np.array([ref[int(b, 2)] for b in bits])
+    assert np.abs(got - want).max() < 1e-5
+
+
+@needs_qsim
+def test_auto_takes_qsim_where_predicted_faster_and_samples_from_it(monkeypatch):
+    """auto: a 20-qubit complex64 request goes to qsim (predicted faster than the compiled
+    kernel there), a complex128 one to qsimdist; the sampler's marginals from qsim's state
+    match the exact probabilities."""
+    monkeypatch.delenv("QSIMDIST_STATEVECTOR_ENGINE", raising=False)
+    n = 20
+    qc = random_circuit(n, 14, max_operands=2, seed=9)
+    bit = "0" * n
+    fast = qsimdist.amplitudes(qc, [bit], dtype="complex64", method="statevector")
+    exact = qsimdist.amplitudes(qc, [bit], dtype="complex128", method="statevector")
+    assert fast.stats["route"]["engine"] == "qsim"
+    assert exact.stats["route"]["engine"] == "qsimdist"
+    assert abs(fast[bit] - exact[bit]) < 1e-5 * max(1.0, abs(exact[bit]))
+
+    # the sampler on qsim's state: each qubit's marginal within 5 sigma of the exact one
+    from qsimdist.qiskit import SamplerV2
+
+    small = _circuit(16, seed=2)
+    exact_probs = np.abs(Statevector(small).data) ** 2
+    small.measure_all()
+    monkeypatch.setenv("QSIMDIST_STATEVECTOR_ENGINE", "qsim")
+    shots = 4000
+    res = SamplerV2(seed=5, options={"method": "statevector"}).run([small], shots=shots).result()
+    assert res[0].metadata["sampling"]["route"]["engine"] == "qsim"
+    bits = res[0].data.meas.to_bool_array(order="little")  # column q is qubit q
+    for q in range(16):
+        p1 = exact_probs.reshape(-1, 2 << q, )[:, 1 << q:].sum()
+        sigma = np.sqrt(max(p1 * (1 - p1), 1e-4) / shots)
+        assert abs(bits[:, q].mean() - p1) <= 5 * sigma, q
+
+
+def test_engine_choice_is_checked(monkeypatch, capsys):
+    qc = _circuit(15, seed=3)
+    monkeypatch.setenv("QSIMDIST_STATEVECTOR_ENGINE", "fastest")
+    with pytest.raises(InvalidInputError, match="valid: auto, qsimdist, qsim"):
+        qsimdist.amplitudes(qc, ["0" * 15], method="statevector")
+    monkeypatch.setenv("QSIMDIST_STATEVECTOR_ENGINE", "qsim")
+    with pytest.raises(InvalidInputError, match="complex64 only, not complex128"):
+        qsimdist.amplitudes(qc, ["0" * 15], dtype="complex128", method="statevector")
+    rc = main(["amplitude", "circuits/ghz_n12.qasm", "0" * 12, "--dtype", "complex128"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.splitlines()) == 1 and "complex64 only" in err
+    monkeypatch.setenv("QSIMDIST_STATEVECTOR_ENGINE", "qsimdist")
+    res = qsimdist.amplitudes(qc, ["0" * 15], dtype="complex64", method="statevector")
+    assert res.stats["route"]["engine"] == "qsimdist"
