@@ -507,22 +507,37 @@ class ExpectationEngine:
                             live: list[int], values: np.ndarray, route) -> None:
         """Every live term read off the full state (fused gates applied in circuit order)."""
         from .engine.router import final_state
+        from .executors.statevector import compiled_kernel_runs
         from .frontends.fusion import statevector_flops
 
         t0 = time.perf_counter()
         n = circuit.n_qubits
         state, fused, fuse_seconds = final_state(circuit, self.dtype, route)
         t1 = t0 + fuse_seconds
-        state = state.astype(np.complex128, copy=False).reshape((2,) * n)
-        conj_state = state.conj()
+        paulis = [i for i in live if set(terms[i].ops) <= set(_PAULI_ACTION)]
+        others = [i for i in live if i not in set(paulis)]
+        if compiled_kernel_runs(n, 0):
+            # one compiled pass over the flat state per Pauli string (sums in float64)
+            from .executors import sv_kernels
+
+            chunks = sv_kernels.n_chunks()
+            for i in paulis:
+                t = terms[i]
+                x = sum(1 << q for q, op in zip(t.qubits, t.ops) if op in "XY")
+                z = sum(1 << q for q, op in zip(t.qubits, t.ops) if op in "ZY")
+                values[i] = sv_kernels.pauli_expectation(state, x, z, t.ops.count("Y"), chunks)
+            paulis = []
+        if paulis or others:
+            state = state.astype(np.complex128, copy=False).reshape((2,) * n)
+        conj_state = state.conj() if paulis else None
         probabilities = None
-        if sum(1 for i in live if set(terms[i].ops) == {"Z"}) > 1:
+        if sum(1 for i in paulis if set(terms[i].ops) == {"Z"}) > 1:
             probabilities = (state * conj_state).real
         work: dict = {}  # one set of buffers for every term of this state
-        for i in live:
+        for i in paulis + others:
             t = terms[i]
             axes = [n - 1 - q for q in t.qubits]  # axis a of the state holds qubit n-1-a
-            if set(t.ops) <= set(_PAULI_ACTION):
+            if i in paulis:
                 values[i] = pauli_on_state(state, conj_state, axes, t.ops, probabilities, work)
             else:
                 values[i] = term_on_state(state, axes, t.ops)
@@ -560,9 +575,18 @@ class ExpectationEngine:
         live_terms = [terms[i] for i in live]
         method, kept, qubits, tn_s = self._choose(circuit, live_terms, cones, self.method)
         if self.method in ("auto", "statevector"):
-            from .engine.router import TERM_SECONDS_PER_ELEMENT, route_state_reading
+            from .engine.router import (
+                PAULI_PASS_SECONDS_PER_ELEMENT,
+                TERM_SECONDS_PER_ELEMENT,
+                route_state_reading,
+            )
+            from .executors.statevector import compiled_kernel_runs
 
-            read = sum(TERM_SECONDS_PER_ELEMENT * 2.0**original.n_qubits * (t.weight + 1)
+            size = 2.0**original.n_qubits
+            one_pass = compiled_kernel_runs(original.n_qubits, 0)
+            read = sum(PAULI_PASS_SECONDS_PER_ELEMENT * size
+                       if one_pass and set(t.ops) <= set(_PAULI_ACTION)
+                       else TERM_SECONDS_PER_ELEMENT * size * (t.weight + 1)
                        for t in live_terms)
 
             def tn_seconds(method=method, kept=kept, qubits=qubits, tn_s=tn_s) -> float:

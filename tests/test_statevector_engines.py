@@ -58,12 +58,15 @@ def test_each_engine_gives_qiskits_amplitudes(engine, monkeypatch):
 @needs_qsim
 def test_auto_takes_qsim_where_predicted_faster_and_samples_from_it(monkeypatch):
     """auto: a 20-qubit complex64 request goes to qsim (predicted faster than the compiled
-    kernel there), a complex128 one to qsimdist; the sampler's marginals from qsim's state
-    match the exact probabilities."""
+    kernel once qsimcirq is imported, as this module does), a complex128 one to qsimdist;
+    the sampler's marginals from qsim's state match the exact probabilities."""
     monkeypatch.delenv("QSIMDIST_STATEVECTOR_ENGINE", raising=False)
     n = 20
     qc = random_circuit(n, 14, max_operands=2, seed=9)
     bit = "0" * n
+    import sys
+
+    assert "qsimcirq" in sys.modules  # the router prices no import
     fast = qsimdist.amplitudes(qc, [bit], dtype="complex64", method="statevector")
     exact = qsimdist.amplitudes(qc, [bit], dtype="complex128", method="statevector")
     assert fast.stats["route"]["engine"] == "qsim"
@@ -101,3 +104,61 @@ def test_engine_choice_is_checked(monkeypatch, capsys):
     monkeypatch.setenv("QSIMDIST_STATEVECTOR_ENGINE", "qsimdist")
     res = qsimdist.amplitudes(qc, ["0" * 15], dtype="complex64", method="statevector")
     assert res.stats["route"]["engine"] == "qsimdist"
+
+
+def test_one_pass_pauli_kernel_matches_qiskit():
+    """The compiled one-pass reading of a Pauli string equals Qiskit's expectation value, for
+    strings of X, Y and Z anywhere (Y's phase and the Z parity on the flipped index)."""
+    from qiskit.quantum_info import Pauli, random_statevector
+
+    from qsimdist.executors import sv_kernels
+
+    n = 14
+    psi = random_statevector(2**n, seed=11)
+    state = np.ascontiguousarray(psi.data)
+    rng = np.random.default_rng(4)
+    for _ in range(25):
+        label = "".join(rng.choice(list("IXYZ"), n))
+        x = sum(1 << q for q, c in enumerate(reversed(label)) if c in "XY")
+        z = sum(1 << q for q, c in enumerate(reversed(label)) if c in "ZY")
+        got = sv_kernels.pauli_expectation(state, x, z, label.count("Y"), chunks=5)
+        want = float(np.real(psi.expectation_value(Pauli(label))))
+        assert abs(got - want) < 1e-12, label
+
+
+def test_estimator_reads_terms_in_one_pass_each():
+    """EstimatorV2 on the statevector route (16 qubits: the compiled reader) gives
+    StatevectorEstimator's values within 1e-10 (random X/Y/Z strings, all-Z, a weight-2 one)."""
+    from qiskit.primitives import StatevectorEstimator
+    from qiskit.quantum_info import SparsePauliOp
+
+    from qsimdist.qiskit import EstimatorV2
+
+    n = 16
+    qc = random_circuit(n, 5, max_operands=2, seed=8)
+    rng = np.random.default_rng(2)
+    obs = SparsePauliOp(["".join(rng.choice(list("IXYZ"), n)) for _ in range(12)]
+                        + ["Z" * n, "I" * (n - 2) + "XY"])
+    ours = EstimatorV2(options={"method": "statevector", "dtype": "complex128"}).run(
+        [(qc, obs)]).result()[0]
+    ref = StatevectorEstimator().run([(qc, obs)]).result()[0]
+    assert ours.metadata["route"]["method"] == "statevector"
+    assert abs(float(ours.data.evs) - float(ref.data.evs)) < 1e-10
+
+
+@needs_qsim
+def test_router_prices_qsims_import(monkeypatch):
+    """Before qsimcirq is imported its import is priced: a small state stays on qsimdist's
+    kernel, a request whose own-kernel time is predicted long goes to qsim (width 3)."""
+    import sys
+
+    from qsimdist.engine.router import QSIM_IMPORT_SECONDS, statevector_engine
+    from qsimdist.frontends import load
+
+    monkeypatch.delenv("QSIMDIST_STATEVECTOR_ENGINE", raising=False)
+    monkeypatch.delitem(sys.modules, "qsimcirq", raising=False)
+    gc = load(random_circuit(16, 6, max_operands=2, seed=1))
+    assert statevector_engine(gc, "complex64", 4, 0.05) == ("qsimdist", 4, 0.05)
+    engine, width, seconds = statevector_engine(gc, "complex64", 4, 100.0)
+    assert (engine, width) == ("qsim", 3) and QSIM_IMPORT_SECONDS < seconds < 100.0
+    assert statevector_engine(gc, "complex128", 4, 100.0)[0] == "qsimdist"

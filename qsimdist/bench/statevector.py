@@ -165,12 +165,18 @@ def main(argv=None) -> int:
             rows.append(row)
             print(c, json.dumps(row), flush=True)
         ref = next((r for r in rows if r["contender"] == "qsimcirq" and "amp" in r), None)
+        exact = next((r for r in rows if r["contender"].endswith("complex128)") and "amp" in r),
+                     None)
         for r in rows:
             r["circuit"] = c
             if ref is not None and "amp" in r:
                 a, b = complex(*r["amp"]), complex(*ref["amp"])
                 r["rel_diff_to_qsimcirq"] = abs(a - b) / abs(b)
                 r["qsimcirq_seconds_over_this"] = ref["seconds"] / r["seconds"]
+                r["qsimcirq_process_over_this"] = ref["process_seconds"] / r["process_seconds"]
+            if exact is not None and "amp" in r:
+                a, b = complex(*r["amp"]), complex(*exact["amp"])
+                r["rel_diff_to_complex128"] = abs(a - b) / abs(b)
         report["rows"].extend(rows)
     print(_table(report["rows"]))
     if args.json:
@@ -179,18 +185,22 @@ def main(argv=None) -> int:
 
 
 def _table(rows: list[dict]) -> str:
-    out = ["| circuit | contender | in the call (s) | whole process (s) | qsimcirq's time / "
-           "this | rel. diff. to qsimcirq | engine, fusion width |", "|---|---|---|---|---|---|---|"]
+    def f(x, spec):
+        return "" if x is None else format(x, spec)
+
+    out = ["| circuit | contender | in the call (s) | whole process (s) | qsimcirq / this, "
+           "call | qsimcirq / this, process | rel. diff. to qsimcirq | rel. diff. to "
+           "complex128 | engine, fusion width |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['circuit']} | {r['contender']} | {r['error']} | | | | |")
+            out.append(f"| {r['circuit']} | {r['contender']} | {r['error']} | | | | | | |")
             continue
         eng = f"{r['engine']}, {r['fusion_width']}" if "engine" in r else ""
-        ratio = r.get("qsimcirq_seconds_over_this")
-        diff = r.get("rel_diff_to_qsimcirq")
         out.append(f"| {r['circuit']} | {r['contender']} | {r['seconds']:.2f} | "
-                   f"{r['process_seconds']:.2f} | {'' if ratio is None else f'{ratio:.2f}'} | "
-                   f"{'' if diff is None else f'{diff:.1e}'} | {eng} |")
+                   f"{r['process_seconds']:.2f} | {f(r.get('qsimcirq_seconds_over_this'), '.2f')} "
+                   f"| {f(r.get('qsimcirq_process_over_this'), '.2f')} | "
+                   f"{f(r.get('rel_diff_to_qsimcirq'), '.1e')} | "
+                   f"{f(r.get('rel_diff_to_complex128'), '.1e')} | {eng} |")
     return "\n".join(out)
 
 

@@ -174,6 +174,9 @@ def fuse_for_network(gc: GateCircuit) -> GateCircuit:
 #: seconds per state element per Pauli factor read off the state (the copy-and-add kernel of
 #: :func:`qsimdist.expectation.term_on_state`: about one dense pass per factor, plus the product)
 TERM_SECONDS_PER_ELEMENT = 2.0e-9
+#: seconds per state element per Pauli string read by the compiled one-pass kernel
+#: (:func:`qsimdist.executors.sv_kernels.pauli_expectation`, states of 14+ qubits)
+PAULI_PASS_SECONDS_PER_ELEMENT = 1.2e-9
 #: seconds per state element to turn the state into a marginal (``|a|^2``, then one sum)
 MARGINAL_SECONDS_PER_ELEMENT = 3.0e-9
 #: seconds per shot to draw from a cumulative distribution and unpack its bits
