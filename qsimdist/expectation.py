@@ -248,6 +248,37 @@ _PAULI_ACTION = {
 }
 
 
+def _pauli_reading_seconds(n: int, terms: Sequence[PauliTerm]) -> tuple[float, float]:
+    """Predicted seconds to read Pauli ``terms`` off a ``2^n`` state: ``(numpy's
+    pauli_on_state, the compiled one-pass kernel with this process's numba start-up)``."""
+    from .engine.router import PAULI_PASS_SECONDS_PER_ELEMENT, TERM_SECONDS_PER_ELEMENT
+    from .executors.statevector import compiled_kernel_runs
+
+    size = 2.0**n
+    numpy_s = sum(TERM_SECONDS_PER_ELEMENT * size * (t.weight + 1) for t in terms)
+    if not terms or not compiled_kernel_runs(n, 0):
+        return numpy_s, math.inf
+    from .executors.sv_kernels import startup_seconds
+
+    return numpy_s, PAULI_PASS_SECONDS_PER_ELEMENT * size * len(terms) + startup_seconds()
+
+
+def _one_pass_pays(n: int, terms: Sequence[PauliTerm]) -> bool:
+    """Whether the compiled one-pass reader is predicted faster for these Pauli terms."""
+    numpy_s, compiled_s = _pauli_reading_seconds(n, terms)
+    return compiled_s < numpy_s
+
+
+def _reading_seconds(n: int, terms: Sequence[PauliTerm]) -> float:
+    """Predicted seconds to read every term off the state (the faster Pauli reader)."""
+    from .engine.router import TERM_SECONDS_PER_ELEMENT
+
+    paulis = [t for t in terms if set(t.ops) <= set(_PAULI_ACTION)]
+    others = sum(TERM_SECONDS_PER_ELEMENT * 2.0**n * (t.weight + 1) for t in terms
+                 if not set(t.ops) <= set(_PAULI_ACTION))
+    return min(_pauli_reading_seconds(n, paulis)) + others
+
+
 def pauli_on_state(state: np.ndarray, conj_state: np.ndarray, axes: Sequence[int],
                    ops: str, probabilities: np.ndarray | None = None,
                    work: dict | None = None) -> float:
@@ -507,7 +538,6 @@ class ExpectationEngine:
                             live: list[int], values: np.ndarray, route) -> None:
         """Every live term read off the full state (fused gates applied in circuit order)."""
         from .engine.router import final_state
-        from .executors.statevector import compiled_kernel_runs
         from .frontends.fusion import statevector_flops
 
         t0 = time.perf_counter()
@@ -516,7 +546,7 @@ class ExpectationEngine:
         t1 = t0 + fuse_seconds
         paulis = [i for i in live if set(terms[i].ops) <= set(_PAULI_ACTION)]
         others = [i for i in live if i not in set(paulis)]
-        if compiled_kernel_runs(n, 0):
+        if _one_pass_pays(n, [terms[i] for i in paulis]):
             # one compiled pass over the flat state per Pauli string (sums in float64)
             from .executors import sv_kernels
 
@@ -575,19 +605,9 @@ class ExpectationEngine:
         live_terms = [terms[i] for i in live]
         method, kept, qubits, tn_s = self._choose(circuit, live_terms, cones, self.method)
         if self.method in ("auto", "statevector"):
-            from .engine.router import (
-                PAULI_PASS_SECONDS_PER_ELEMENT,
-                TERM_SECONDS_PER_ELEMENT,
-                route_state_reading,
-            )
-            from .executors.statevector import compiled_kernel_runs
+            from .engine.router import route_state_reading
 
-            size = 2.0**original.n_qubits
-            one_pass = compiled_kernel_runs(original.n_qubits, 0)
-            read = sum(PAULI_PASS_SECONDS_PER_ELEMENT * size
-                       if one_pass and set(t.ops) <= set(_PAULI_ACTION)
-                       else TERM_SECONDS_PER_ELEMENT * size * (t.weight + 1)
-                       for t in live_terms)
+            read = _reading_seconds(original.n_qubits, live_terms)
 
             def tn_seconds(method=method, kept=kept, qubits=qubits, tn_s=tn_s) -> float:
                 if method != "state":

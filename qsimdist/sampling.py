@@ -354,8 +354,7 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
         chosen, notes = method, {}
     if chosen == "statevector":
         u = rng.random(shots)
-        p, flops = _marginal_statevector(original, measured, contractor.dtype, route)
-        bits, probs = _draw_rows(p, u, m)
+        bits, probs, flops = _sample_statevector(original, measured, contractor.dtype, route, u)
         info = SampleInfo("statevector", m, original.n_qubits, predicted_flops=flops,
                           extra={"route": route.to_dict()})
         return bits, info, probs
@@ -421,8 +420,11 @@ def tn_sampling_seconds(circuit: GateCircuit, measured: list[int], shots: int, m
     the multiply-adds of cotengra's greedy path on the network the method builds,
     at the router's contraction rate, plus the per-gate floor. ``marginal``: one
     contraction of the light cone with every qubit open; ``doubled-marginal``: one
-    doubled network; ``chain``: its contractions (distinct prefixes per group,
-    batched), each priced as the first group's doubled network.
+    doubled network; ``chain``: per group of qubits, its contractions (prefixes
+    batched), each priced as the doubled network with the group's window open
+    times the batch's prefixes (pricing every group as the first one, batch
+    ignored, predicted 0.1 s for efficient_su2(24, reps=3)'s 2,000 shots, which
+    took 2.3-14.7 s).
     """
     from .engine.router import TN_RATE, greedy_cost, tn_floor
 
@@ -434,9 +436,18 @@ def tn_sampling_seconds(circuit: GateCircuit, measured: list[int], shots: int, m
     if method == "doubled-marginal":
         return greedy_cost(doubled_network(circuit, measured)) / TN_RATE + floor
     if method == "chain":
-        first = doubled_network(circuit, measured[:CHAIN_GROUP])
-        calls = _chain_contractions(len(measured), shots)
-        return calls * (greedy_cost(first) / TN_RATE + floor)
+        total, done = 0.0, 0
+        for a in range(0, len(measured), CHAIN_GROUP):
+            g = min(CHAIN_GROUP, len(measured) - a)
+            prefixes = min(shots, 1 << min(done, 62))
+            batch = min(prefixes, max(1, min(CHAIN_MAX_BATCH, CHAIN_MAX_OUTPUT >> g)))
+            calls = -(-prefixes // batch)
+            # the group's window open, the rest summed (a fixed prefix costs about the same);
+            # a batch of prefixes multiplies the contraction
+            window = greedy_cost(doubled_network(circuit, measured[a:a + g]))
+            total += calls * (batch * window / TN_RATE + floor)
+            done += g
+        return total
     return math.inf
 
 
@@ -463,15 +474,55 @@ def route_sampling(original: GateCircuit, circuit: GateCircuit, measured: list[i
                                read_seconds=read)
 
 
-def _marginal_statevector(circuit: GateCircuit, measured: list[int], dtype: str,
-                          route) -> tuple[np.ndarray, float]:
-    """``p`` over ``measured`` (first the most significant) from the full state, and the
-    statevector's FLOPs."""
+#: from this many qubits the statevector sampler draws from the state with the compiled
+#: kernel even where this process has not loaded it yet (below, numpy's marginal and
+#: cumulative sum cost less than numba's start-up)
+DIRECT_DRAW_MIN_QUBITS = 24
+
+
+def _sample_statevector(circuit: GateCircuit, measured: list[int], dtype: str, route,
+                        u: np.ndarray) -> tuple[np.ndarray, dict, float]:
+    """Rows of the ``measured`` bits drawn by ``u`` from the final state, each distinct
+    row's probability, and the statevector's FLOPs.
+
+    Where every qubit is measured, indices are drawn from ``|state|^2`` directly by the
+    compiled two-pass kernel (:func:`qsimdist.executors.sv_kernels.draw_indices`: no
+    probability array, no cumulative sum); otherwise from the marginal of ``measured``.
+    """
     from .engine.router import final_state
+    from .executors.statevector import compiled_kernel_runs
     from .frontends.fusion import statevector_flops
 
     n = circuit.n_qubits
     state, fused, _ = final_state(circuit, dtype, route)
+    if len(set(measured)) == n:  # every qubit: draw state indices, no marginal
+        from .executors import sv_kernels
+
+        if compiled_kernel_runs(n, 0) and (sv_kernels.warm() or n >= DIRECT_DRAW_MIN_QUBITS):
+            idx, total = sv_kernels.draw_indices(state, u, sv_kernels.n_chunks())
+            if not np.isfinite(total) or total <= 0.0:
+                raise PlanError(f"the state's norm is {total}; cannot sample from it")
+        else:
+            p = np.square(state.real, dtype=np.float64)
+            p += np.square(state.imag, dtype=np.float64)
+            idx = _draw(p, u)
+            total = float(p.sum())
+            del p
+        shifts = np.array(measured, dtype=np.int64)  # column j is qubit measured[j]
+        rows = ((idx[:, None] >> shifts[None, :]) & 1).astype(np.uint8)
+        drawn, first = np.unique(idx, return_index=True)
+        p = np.abs(state[drawn].astype(np.complex128)) ** 2 / total
+        probs = dict(zip(map(tuple, rows[first].tolist()), p.tolist()))
+        return rows, probs, statevector_flops(fused)
+    p = _marginal_of_state(state, measured)
+    del state
+    bits, probs = _draw_rows(p, u, len(measured))
+    return bits, probs, statevector_flops(fused)
+
+
+def _marginal_of_state(state: np.ndarray, measured: list[int]) -> np.ndarray:
+    """``p`` over ``measured`` (first the most significant) from the flat state."""
+    n = int(state.size).bit_length() - 1
     probs = np.square(state.real)
     probs += np.square(state.imag)
     del state
@@ -482,7 +533,7 @@ def _marginal_statevector(circuit: GateCircuit, measured: list[int], dtype: str,
     marginal = tensor.sum(axis=summed, dtype=np.float64) if summed else tensor.astype(np.float64)
     remaining = sorted(keep)
     marginal = np.transpose(marginal, [remaining.index(a) for a in keep])
-    return marginal.reshape(-1), statevector_flops(fused)
+    return marginal.reshape(-1)
 
 
 def _marginal_by_amplitudes(circuit: GateCircuit, measured: list[int],

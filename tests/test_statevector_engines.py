@@ -126,14 +126,18 @@ def test_one_pass_pauli_kernel_matches_qiskit():
         assert abs(got - want) < 1e-12, label
 
 
-def test_estimator_reads_terms_in_one_pass_each():
-    """EstimatorV2 on the statevector route (16 qubits: the compiled reader) gives
-    StatevectorEstimator's values within 1e-10 (random X/Y/Z strings, all-Z, a weight-2 one)."""
+@pytest.mark.parametrize("one_pass", [True, False])
+def test_estimator_reads_terms_with_either_reader(one_pass, monkeypatch):
+    """EstimatorV2 on the statevector route (16 qubits) gives StatevectorEstimator's values
+    within 1e-10 with the compiled one-pass reader and with numpy's (random X/Y/Z strings,
+    all-Z, a weight-2 one)."""
     from qiskit.primitives import StatevectorEstimator
     from qiskit.quantum_info import SparsePauliOp
 
+    from qsimdist import expectation
     from qsimdist.qiskit import EstimatorV2
 
+    monkeypatch.setattr(expectation, "_one_pass_pays", lambda n, terms: one_pass)
     n = 16
     qc = random_circuit(n, 5, max_operands=2, seed=8)
     rng = np.random.default_rng(2)
@@ -162,3 +166,60 @@ def test_router_prices_qsims_import(monkeypatch):
     engine, width, seconds = statevector_engine(gc, "complex64", 4, 100.0)
     assert (engine, width) == ("qsim", 3) and QSIM_IMPORT_SECONDS < seconds < 100.0
     assert statevector_engine(gc, "complex128", 4, 100.0)[0] == "qsimdist"
+
+
+def test_draw_indices_is_searchsorted_on_the_cumulative_sum():
+    """The two-pass compiled draw picks, for every uniform, the index numpy's cumulative sum
+    and searchsorted pick (chunk boundaries included), in the uniforms' order."""
+    from qsimdist.executors import sv_kernels
+
+    rng = np.random.default_rng(0)
+    n = 15
+    state = (rng.normal(size=1 << n) + 1j * rng.normal(size=1 << n)).astype(np.complex64)
+    state[100:5000] = 0  # a run of zero probability no draw may land in
+    p = np.abs(state.astype(np.complex128)) ** 2
+    cdf = np.cumsum(p)
+    for chunks in (1, 7, 64):
+        u = rng.random(3000)
+        got, total = sv_kernels.draw_indices(state, u, chunks)
+        want = np.minimum(np.searchsorted(cdf, u * cdf[-1], side="right"), p.size - 1)
+        assert abs(total - cdf[-1]) < 1e-9 * cdf[-1]
+        assert np.array_equal(got, want)
+        assert not np.any((got >= 100) & (got < 5000))
+
+
+def test_gather_bits_relabels_the_index():
+    from qsimdist.executors import sv_kernels
+
+    rng = np.random.default_rng(1)
+    n = 13
+    src = rng.normal(size=1 << n) + 1j * rng.normal(size=1 << n)
+    source_bit = [int(b) for b in rng.permutation(n)]
+    dest = np.empty_like(src)
+    sv_kernels.gather_bits(src, dest, source_bit, chunks=3)
+    j = np.arange(1 << n)
+    i = np.zeros_like(j)
+    for q, b in enumerate(source_bit):
+        i |= ((j >> q) & 1) << b
+    assert np.array_equal(dest, src[i])
+
+
+def test_router_prices_numbas_start_for_small_states(monkeypatch):
+    """In a process whose compiled kernels are not loaded, a small state runs numpy's GEMM
+    kernel (numba's start-up would cost more than it saves); the route says which."""
+    from qsimdist.engine import router
+    from qsimdist.engine.memory import MemoryBudget
+    from qsimdist.executors import sv_kernels
+    from qsimdist.frontends import load
+
+    monkeypatch.setenv("QSIMDIST_STATEVECTOR_ENGINE", "qsimdist")
+    monkeypatch.setattr(sv_kernels, "_apply", None)  # as in a fresh process
+    budget = MemoryBudget.resolve(None)
+    small = load(random_circuit(16, 6, max_operands=2, seed=3))
+    route = router.route_amplitudes(small, ["0" * 16], order="qiskit", dtype="complex64",
+                                    budget=budget, method="statevector")
+    assert route.kernel == "numpy"
+    deep = load(random_circuit(22, 40, max_operands=2, seed=3))
+    route = router.route_amplitudes(deep, ["0" * 22], order="qiskit", dtype="complex64",
+                                    budget=budget, method="statevector")
+    assert route.kernel == "compiled"

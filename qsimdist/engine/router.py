@@ -74,6 +74,8 @@ class Route:
     executor: str = "local"
     #: what runs a statevector route: ``qsimdist`` (its own kernels) or ``qsim``
     engine: str | None = None
+    #: qsimdist's kernel: ``compiled`` (in place, numba) or ``numpy`` (a GEMM per gate)
+    kernel: str | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -185,15 +187,17 @@ DRAW_SECONDS_PER_SHOT = 2.0e-7
 
 def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
                  backend: str, tn_method: str,
-                 ) -> tuple[Route | None, int, int | None, float, str | None]:
+                 ) -> tuple[Route | None, int, int | None, float, tuple | None]:
     """The statevector engine's side: ``(route decided already or None, bytes, width,
-    seconds, engine)``.
+    seconds, (engine, kernel))``.
 
     A route is decided here where the statevector cannot be taken (``method``
     names a tensor-network method, the state does not fit a quarter of the
     budget, the backend is not numpy) or was asked for (then it must fit the
     whole budget, else PlanError). ``engine`` is the faster predicted of
-    qsimdist's kernels and qsim (:func:`statevector_engine`).
+    qsimdist's kernels and qsim (:func:`statevector_engine`); ``kernel``
+    qsimdist's, where it runs: the compiled one where predicted faster with
+    this process's start-up of numba priced in, else numpy's GEMMs.
     """
     from ..executors.statevector import compiled_kernel_runs, statevector_bytes
     from ..frontends.fusion import FUSION_WIDTHS, predict_statevector
@@ -218,13 +222,23 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
     elif backend != "numpy":
         return (Route(tn_method, f"backend {backend!r}: the statevector route runs on numpy",
                       statevector_bytes=need), need, None, math.inf, None)
-    width, seconds = predict_statevector(gc, FUSION_WIDTHS, itemsize=np.dtype(dtype).itemsize,
-                                         compiled=compiled_kernel_runs(n, max(FUSION_WIDTHS)))
+    itemsize = np.dtype(dtype).itemsize
+    width, seconds = predict_statevector(gc, FUSION_WIDTHS, itemsize=itemsize)
+    kernel = "numpy"
+    if compiled_kernel_runs(n, max(FUSION_WIDTHS)):
+        from ..executors.sv_kernels import startup_seconds
+
+        c_width, c_seconds = predict_statevector(gc, FUSION_WIDTHS, itemsize=itemsize,
+                                                 compiled=True)
+        c_seconds += startup_seconds()
+        if c_seconds < seconds:
+            kernel, width, seconds = "compiled", c_width, c_seconds
     engine, width, seconds = statevector_engine(gc, dtype, width, seconds)
+    kernel = kernel if engine == "qsimdist" else None
     if method == "statevector":
-        return (Route("statevector", "requested", seconds, None, need, width, engine=engine),
-                need, width, seconds, engine)
-    return None, need, width, seconds, engine
+        return (Route("statevector", "requested", seconds, None, need, width, engine=engine,
+                      kernel=kernel), need, width, seconds, (engine, kernel))
+    return None, need, width, seconds, (engine, kernel)
 
 
 #: seconds to import cirq and qsimcirq (once per process; measured 1.5-1.8 s here)
@@ -302,7 +316,8 @@ def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None):
         return qsim_engine.simulate(gc.n_qubits, fused.gates, fused.global_phase), fused, \
             fuse_seconds
     state = simulate(gc.n_qubits, fused.gates, fused.global_phase, dtype,
-                     diagonal=diagonal_flags(fused), progress=progress)
+                     diagonal=diagonal_flags(fused), progress=progress,
+                     kernel=route.kernel or "auto")
     return state, fused, fuse_seconds
 
 
@@ -343,10 +358,11 @@ def route_amplitudes(gc: GateCircuit, bits: list[str], *, order: str, dtype: str
     floor = tn_floor(len(gc.gates), contractions)  # (fusion for the network removes ~10%)
     if sv <= floor:
         return Route("statevector", "predicted below the tensor-network floor", sv, floor,
-                     need, width, engine=engine)
+                     need, width, engine=engine[0], kernel=engine[1])
     tn = tn_seconds(gc, bits[0], order, contractions)
     if sv <= tn:
-        return Route("statevector", "predicted faster", sv, tn, need, width, engine=engine)
+        return Route("statevector", "predicted faster", sv, tn, need, width, engine=engine[0],
+                     kernel=engine[1])
     return Route("tensor-network", "predicted faster", sv, tn, need, width)
 
 
@@ -377,7 +393,8 @@ def route_state_reading(gc: GateCircuit, *, what: str, dtype: str, budget: Memor
         tn_seconds_predicted = tn_seconds_predicted()
     if total <= tn_seconds_predicted:
         return Route("statevector", "predicted faster", total,
-                     _finite(tn_seconds_predicted), need, width, engine=engine)
+                     _finite(tn_seconds_predicted), need, width, engine=engine[0],
+                     kernel=engine[1])
     return Route(tn_method, "predicted faster", total, _finite(tn_seconds_predicted), need,
                  width)
 

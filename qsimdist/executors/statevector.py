@@ -221,6 +221,16 @@ class _InPlaceState(_State):
         self._k.swap_bits(self.buf, lows, highs, self._chunks)
         self.swaps += 1
 
+    def canonical(self) -> np.ndarray:
+        """The flat state in Qiskit's order, gathered in one compiled pass (the numpy
+        transpose of a layout scattered by many swaps took 10x as long at 24 qubits)."""
+        if self.held != list(range(self.n - 1, -1, -1)):
+            self._k.gather_bits(self.buf, self._spare(), [self._bit(q) for q in range(self.n)],
+                                self._chunks)
+            self.held = list(range(self.n - 1, -1, -1))
+            self._swap()
+        return self.buf
+
     def dense(self, mat: np.ndarray, qubits: tuple[int, ...]) -> None:
         bits = [self._bit(q) for q in qubits]
         if min(bits) < self._k.LOW_BITS:
