@@ -223,3 +223,31 @@ def test_router_prices_numbas_start_for_small_states(monkeypatch):
     route = router.route_amplitudes(deep, ["0" * 22], order="qiskit", dtype="complex64",
                                     budget=budget, method="statevector")
     assert route.kernel == "compiled"
+
+
+@needs_qsim
+def test_statevector_bench_runs_side_by_side(tmp_path):
+    """qsimdist.bench.statevector on a small qsim-format circuit: qsimdist and qsimcirq
+    each in a process, the same amplitude, the table rendered."""
+    from qsimdist.bench import statevector as bench
+
+    folder = tmp_path / "circuits" / "qsim"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    lines = ["10"] + [f"0 h {q}" for q in range(10)]
+    for m in range(1, 13):  # a layer of cz, then a moment of one-qubit gates
+        for q in range(m % 2, 9, 2):
+            lines.append(f"{2 * m - 1} cz {q} {q + 1}")
+        for q in range(10):
+            lines.append(f"{2 * m} {rng.choice(['t', 'x_1_2', 'y_1_2'])} {q}")
+    (folder / "circuit_t10.qsim").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "report.json"
+    assert bench.main(["--data", str(tmp_path), "--circuits", "t10", "--contenders",
+                       "qsimdist (own kernel, complex128)", "qsimcirq", "--json", str(out)]) == 0
+    import json
+
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["contender"] for r in rows] == ["qsimdist (own kernel, complex128)", "qsimcirq"]
+    assert all("error" not in r for r in rows), rows
+    assert rows[1]["rel_diff_to_complex128"] < 1e-4
+    assert "| t10 | qsimcirq |" in bench._table(rows)

@@ -41,37 +41,21 @@ lines = [l.split() for l in open(path).read().splitlines()[1:] if l.strip()]
 n = int(open(path).readline())
 """
 
+_QSIMDIST = """
+import qsimdist
+t = time.perf_counter()
+res = qsimdist.amplitudes(path, ["0" * n], dtype="{dtype}", order="natural",
+                          method="statevector")
+sec = time.perf_counter() - t
+amp = complex(res["0" * n]); route = res.stats["route"]
+out = {{{{"seconds": sec, "amp": [amp.real, amp.imag], "engine": route["engine"],
+        "fusion_width": route["fusion_width"], "predicted": route["statevector_seconds"]}}}}
+"""
+
 _CONTENDERS = {
-    "qsimdist (auto engine, complex64)": ("auto", """
-import qsimdist
-t = time.perf_counter()
-res = qsimdist.amplitudes(path, ["0" * n], dtype="complex64", order="natural",
-                          method="statevector")
-sec = time.perf_counter() - t
-amp = complex(res["0" * n]); route = res.stats["route"]
-out = {{"seconds": sec, "amp": [amp.real, amp.imag], "engine": route["engine"],
-        "fusion_width": route["fusion_width"], "predicted": route["statevector_seconds"]}}
-"""),
-    "qsimdist (own kernel, complex64)": ("qsimdist", """
-import qsimdist
-t = time.perf_counter()
-res = qsimdist.amplitudes(path, ["0" * n], dtype="complex64", order="natural",
-                          method="statevector")
-sec = time.perf_counter() - t
-amp = complex(res["0" * n]); route = res.stats["route"]
-out = {{"seconds": sec, "amp": [amp.real, amp.imag], "engine": route["engine"],
-        "fusion_width": route["fusion_width"], "predicted": route["statevector_seconds"]}}
-"""),
-    "qsimdist (own kernel, complex128)": ("qsimdist", """
-import qsimdist
-t = time.perf_counter()
-res = qsimdist.amplitudes(path, ["0" * n], dtype="complex128", order="natural",
-                          method="statevector")
-sec = time.perf_counter() - t
-amp = complex(res["0" * n]); route = res.stats["route"]
-out = {{"seconds": sec, "amp": [amp.real, amp.imag], "engine": route["engine"],
-        "fusion_width": route["fusion_width"], "predicted": route["statevector_seconds"]}}
-"""),
+    "qsimdist (auto engine, complex64)": ("auto", _QSIMDIST.format(dtype="complex64")),
+    "qsimdist (own kernel, complex64)": ("qsimdist", _QSIMDIST.format(dtype="complex64")),
+    "qsimdist (own kernel, complex128)": ("qsimdist", _QSIMDIST.format(dtype="complex128")),
     "qsimcirq": (None, """
 import os, cirq, qsimcirq
 q = cirq.LineQubit.range(n)
