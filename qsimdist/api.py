@@ -521,10 +521,11 @@ def _network_amplitudes(gc: GateCircuit, bitstrings: list[str], route: Route,
     work: list[tuple[str, list[int], list[int] | None]] = [
         (b, [i], None) for i, b in enumerate(bitstrings) if "*" in b
     ]
+    grouping: dict = {}
     if fixed and batch:
         price = contraction_price(gc, order)
         for pattern, idx, offs in batches(gc, [bitstrings[i] for i in fixed], dtype, budget,
-                                          price=price):
+                                          price=price, report=grouping):
             work.append((pattern, [fixed[i] for i in idx], offs))
     elif fixed:
         work.extend((bitstrings[i], [i], [0]) for i in fixed)
@@ -536,6 +537,8 @@ def _network_amplitudes(gc: GateCircuit, bitstrings: list[str], route: Route,
               "plan_seconds": 0.0, "execute_seconds": 0.0, "peak_bytes": 0,
               "transposed_bytes": 0, "n_slices": 0, "path_cache_hits": 0, "contractions": 0,
               "plans_reused": 0}
+    if grouping:
+        totals["batching"] = grouping
     for done, (pattern, slots, offs) in enumerate(work, start=1):
         t0 = time.perf_counter()
         net = _simplify(amplitude_network(gc_net, pattern, order), simplify_sequence,

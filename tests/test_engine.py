@@ -351,3 +351,23 @@ def test_n30_two_distant_bitstrings_are_two_contractions():
     assert res.stats["contractions"] == 2 and res.stats["flops"] < 2e10
     one = qsimdist.amplitudes(str(N30), bits[1], order="natural", memory_limit="1GiB")
     np.testing.assert_allclose(res.values[1], one.values[0], rtol=1e-4)
+
+
+def test_amplitude_stats_record_the_grouping_and_its_price():
+    """The tensor-network route's stats say how the bitstrings were grouped: the model's
+    width, the chosen one, the contractions, and the predicted seconds of that grouping
+    and of one contraction per bitstring (the chosen one no dearer)."""
+    import qsimdist
+
+    bits = ["000000000000", "000000000011", "000000000001", "110000000000", "000000000010"]
+    res = qsimdist.amplitudes("circuits/rqc_3x4_m8.qasm", bits, method="tensor-network")
+    g = res.stats["batching"]
+    assert g["bitstrings"] == 5 and g["open_qubits"] <= g["model_open_qubits"]
+    assert g["contractions"] == res.stats["contractions"]
+    if g["model_open_qubits"] > 0:  # priced
+        assert g["predicted_seconds"] <= g["one_by_one_predicted_seconds"]
+    single = qsimdist.amplitudes("circuits/rqc_3x4_m8.qasm", bits, method="tensor-network",
+                                 batch=False)
+    assert "batching" not in single.stats
+    for b in bits:
+        assert abs(res[b] - single[b]) < 1e-6
