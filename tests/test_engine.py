@@ -371,3 +371,20 @@ def test_amplitude_stats_record_the_grouping_and_its_price():
     assert "batching" not in single.stats
     for b in bits:
         assert abs(res[b] - single[b]) < 1e-6
+
+
+def test_a_group_of_one_bitstring_is_contracted_closed():
+    """Where opening positions merges only some bitstrings, the others stay closed (their
+    own bitstring, no stars): only groups of several distinct strings pay for open qubits."""
+    from qsimdist.engine.batching import batches
+    from qsimdist.engine.memory import MemoryBudget
+    from qsimdist.frontends import load
+
+    gc = load("circuits/rqc_3x4_m8.qasm")
+    bits = ["000000000000", "000000000001", "111111000000", "101010101010"]
+    out = batches(gc, bits, "complex64", MemoryBudget.resolve(None))
+    for pattern, idx, offs in out:
+        if len(idx) == 1:
+            assert pattern == bits[idx[0]] and offs == [0]
+    covered = sorted(i for _, idx, _ in out for i in idx)
+    assert covered == [0, 1, 2, 3]
