@@ -400,18 +400,6 @@ def _draw_rows(p: np.ndarray, u: np.ndarray, m: int) -> tuple[np.ndarray, dict]:
     return _index_bits(idx, m), probs
 
 
-def _chain_contractions(m: int, shots: int) -> int:
-    """Contractions the chain method runs at most: per group, its distinct prefixes batched."""
-    total, done = 0, 0
-    for a in range(0, m, CHAIN_GROUP):
-        g = min(CHAIN_GROUP, m - a)
-        prefixes = min(shots, 1 << min(done, 62))
-        per_call = max(1, min(CHAIN_MAX_BATCH, CHAIN_MAX_OUTPUT >> g))
-        total += -(-prefixes // per_call)
-        done += g
-    return total
-
-
 def tn_sampling_seconds(circuit: GateCircuit, measured: list[int], shots: int, method: str,
                         notes: dict) -> float:
     """Predicted seconds of a tensor-network sampling method (the router's unit).

@@ -41,13 +41,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 import bisect
-import importlib.util
 
 import numpy as np
 
 from ..errors import InvalidInputError
-
-_HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
 #: states the run holds: the state and one buffer of the same size it alternates with
 WORKSPACE_STATES = 2
@@ -301,9 +298,10 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
 def compiled_kernel_runs(n_qubits: int, widest: int) -> bool:
     """Whether ``simulate(kernel="auto")`` takes the compiled kernel for ``n_qubits`` and
     gates of at most ``widest`` qubits."""
+    from .kernels import available
     from .sv_kernels import LOW_BITS
 
-    return _HAVE_NUMBA and n_qubits >= COMPILED_MIN_QUBITS and n_qubits - LOW_BITS >= widest
+    return available() and n_qubits >= COMPILED_MIN_QUBITS and n_qubits - LOW_BITS >= widest
 
 
 def _make_state(n: int, dt: np.dtype, gates: list, kernel: str) -> _State:
