@@ -146,8 +146,13 @@ def one_process(args: list[str]):
 def run_cli(ranks: int, args: list[str], env: dict | None = None, timeout: float = 900):
     cmd = ([QSIMDIST] if ranks == 1 else ["mpiexec", "-n", str(ranks), QSIMDIST]) + args
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env=dict(os.environ, **(env or {})))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                              env=dict(os.environ, **(env or {})))
+    except subprocess.TimeoutExpired as exc:  # a failed case, not the end of the matrix
+        out = exc.stdout or ""
+        out = out.decode(errors="replace") if isinstance(out, bytes) else out
+        proc = subprocess.CompletedProcess(cmd, 124, out, f"timed out after {timeout:.0f} s")
     return proc, time.monotonic() - t0
 
 

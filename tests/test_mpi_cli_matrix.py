@@ -119,3 +119,29 @@ def test_saved_schedule_checked_against_the_hosts_share():
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("qsimdist: error:")]
     assert len(lines) == 1 and "over its memory limit" in lines[0], proc.stderr
+
+
+def test_traced_memory_of_a_run_of_many_slices():
+    """QSIMDIST_TRACE_MEMORY=1 traces the first two of 64 slices per rank, =all every
+    slice: the arrays they see agree, and both stay within the per-rank limit."""
+    import json
+    import subprocess
+
+    args = ["mpiexec", "-n", "2", mpi_matrix.QSIMDIST, "amplitude",
+            str(mpi_matrix.circuit_path("rqc_3x4_m8.qasm")), "000000000000",
+            "--memory-limit", "3286", "--profile", "local-cpu", "--json"]
+    seen = {}
+    for mode in ("1", "all"):
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=300,
+                              cwd=mpi_matrix.ROOT,
+                              env=dict(mpi_matrix.os.environ, QSIMDIST_TRACE_MEMORY=mode))
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")][0]
+        stats = json.loads(line)["stats"]
+        assert stats["n_slices"] >= 2 * 17  # more than TRACE_ALL_SLICES per rank
+        seen[mode] = stats["ranks"]
+    for win, full in zip(seen["1"], seen["all"]):
+        assert 0 < full["traced_array_bytes"] <= 3286
+        assert 0.9 * full["traced_array_bytes"] <= win["traced_array_bytes"] \
+            <= full["traced_array_bytes"]
+        assert 0 < win["traced_peak_bytes"] <= 1.1 * full["traced_peak_bytes"]

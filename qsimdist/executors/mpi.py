@@ -64,8 +64,15 @@ from .local import (
 _NO_EXPONENT = -(1 << 62)
 
 FAULT_ENV = "QSIMDIST_FAULT_INJECT"
-#: ``1``: trace each run's allocations with tracemalloc (``RunStats.traced_peak_bytes``)
+#: ``1``: trace each run's allocations with tracemalloc (``RunStats.traced_peak_bytes``),
+#: in its first two slices where it has many (see TRACE_ALL_SLICES); ``all``: every slice
 TRACE_ENV = "QSIMDIST_TRACE_MEMORY"
+#: a traced run of more slices than this traces its first two slices only: tracemalloc
+#: slows every allocation, and a plan sliced 2^17 ways then took minutes for what ran
+#: in under one. Every slice runs the same steps on buffers of the same sizes, so the
+#: pool and the output are allocated by then; growth later on still shows in the
+#: run's resident high-water mark (``rss_growth_bytes``), which covers every slice.
+TRACE_ALL_SLICES = 16
 
 
 @lru_cache(maxsize=65536)
@@ -686,7 +693,8 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
     runner = _GroupRunner(plan, group, xp, pool, stats, fault, gemm, compiled)
     out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)
     stats.guarded_bytes = need
-    measuring = os.environ.get(TRACE_ENV) == "1"
+    trace = os.environ.get(TRACE_ENV)
+    measuring = trace in ("1", "all")
     mine = sched.slices_of_group(g)
     if measuring and len(mine):
         # measure the run, not the loading of code: one untimed slice first compiles (or
@@ -703,12 +711,20 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
         arrays_before = _traced_numpy_bytes() if xp is np else 0
         stats.traced_array_bytes = 0
         tracemalloc.reset_peak()
+    # a run we trace ourselves over many slices: traced up to slice 2, untraced in the
+    # middle, traced again for the last slice (see TRACE_ALL_SLICES)
+    window = started and trace != "all" and len(mine) > TRACE_ALL_SLICES
+    first_peak = 0
     t0 = time.perf_counter()
     result = None
     with gemm_context(gemm, xp):  # TF32 for this run only
         exp = None
         for done, s in enumerate(mine, start=1):
-            runner.sample_arrays = tracing and xp is np and done in (1, len(mine))
+            if window and done == 3:
+                first_peak = tracemalloc.get_traced_memory()[1]
+                tracemalloc.stop()
+            runner.sample_arrays = (tracing and xp is np
+                                    and done in ((1, 2) if window else (1, len(mine))))
             if strip_exponent:
                 root, e = runner.run(slice_assignment(plan, s), done == 1, scaled=True)
                 result, exp = accumulate_scaled(result, exp, root.reshape(out_shape), e, pool)
@@ -738,10 +754,11 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
     # mark (which may predate the run) less what was resident when it started
     stats.rss_growth_bytes = max(0, _max_resident_bytes() - stats.rss_before_bytes)
     if tracing:
-        stats.traced_peak_bytes = tracemalloc.get_traced_memory()[1] - traced_before
+        peak = first_peak if window else tracemalloc.get_traced_memory()[1]
+        stats.traced_peak_bytes = peak - traced_before
         if xp is np:
             stats.traced_array_bytes = max(0, stats.traced_array_bytes - arrays_before)
-    if started:
+    if started and tracemalloc.is_tracing():
         tracemalloc.stop()
     group.Free()
     across.Free()
