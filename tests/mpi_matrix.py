@@ -20,8 +20,10 @@ rank's memory:
 Limits: ``none`` (the default: the host's available memory shared by the
 ranks), ``ample`` (1 GiB per rank) and ``forcing`` (a per-rank limit under
 which the distributed schedule redistributes: the largest of the unsliced
-plan's peak / 2^k, k = 1..10, whose dp schedule for P ranks has an all-to-all;
-the halving continues while the statevector route would still fit).
+plan's peak / 2^k, k = 1..15, whose dp schedule for P ranks has an all-to-all;
+the halving continues while the statevector route would still fit, and stops
+where the schedule would have more than ``MAX_FORCING_SLICES`` slices: where no
+limit above that redistributes, the tightest limit within it).
 
 Run the whole matrix (writes JSON lines to stdout, a summary to stderr)::
 
@@ -98,7 +100,8 @@ def bitstrings(name: str, kind: str) -> list[str]:
 def forcing_limit(name: str, bits: list[str], ranks: int) -> tuple[int | None, bool]:
     """``(limit, redistributes)``: the largest per-rank limit (unsliced plan peak / 2^k)
     whose dp schedule for ``ranks`` redistributes; where none does (small circuits,
-    whose dp schedules slice instead), the tightest limit that still plans; where
+    whose dp schedules slice instead), the tightest limit that still plans in at most
+    ``MAX_FORCING_SLICES`` slices; where
     the statevector route fits every such limit (a few qubits), the tightest limit
     that still holds the statevector; where not even half the unsliced peak plans,
     the peak itself."""
@@ -123,6 +126,8 @@ def forcing_limit(name: str, bits: list[str], ranks: int) -> tuple[int | None, b
             sched = distribute(base, profile_for("local-cpu", limit), ranks).schedule
         except QsimdistError:
             break
+        if sched.n_slices > MAX_FORCING_SLICES:
+            break
         if sched.predicted.n_redistributions > 0:
             return limit, True
         tightest = limit
@@ -130,6 +135,12 @@ def forcing_limit(name: str, bits: list[str], ranks: int) -> tuple[int | None, b
         tightest = max(peak, 64)
     return (tightest if tightest is not None else statevector), False
 
+
+#: forcing limits stop where the schedule has more slices than this: below it the
+#: dp redistributes only at a few KiB per rank (rqc_3x4_m12: 3,729 B, 131,072 slices,
+#: 58 s in one process and 49 s under mpiexec -n 2 for what takes 1.4 s unsliced), and
+#: such a case measures the per-slice overhead of both executors, not distribution
+MAX_FORCING_SLICES = 1 << 14
 
 _ONE_PROCESS: dict[tuple, tuple] = {}
 
