@@ -22,8 +22,9 @@ ranks), ``ample`` (1 GiB per rank) and ``forcing`` (a per-rank limit under
 which the distributed schedule redistributes: the largest of the unsliced
 plan's peak / 2^k, k = 1..15, whose dp schedule for P ranks has an all-to-all;
 the halving continues while the statevector route would still fit, and stops
-where the schedule would have more than ``MAX_FORCING_SLICES`` slices: where no
-limit above that redistributes, the tightest limit within it).
+where the schedule would have more than ``MAX_FORCING_SLICES`` slices or
+``MAX_FORCING_FLOPS`` times the unsliced FLOPs: where no limit above that
+redistributes, the tightest limit within it).
 
 Run the whole matrix (writes JSON lines to stdout, a summary to stderr)::
 
@@ -101,7 +102,7 @@ def forcing_limit(name: str, bits: list[str], ranks: int) -> tuple[int | None, b
     """``(limit, redistributes)``: the largest per-rank limit (unsliced plan peak / 2^k)
     whose dp schedule for ``ranks`` redistributes; where none does (small circuits,
     whose dp schedules slice instead), the tightest limit that still plans in at most
-    ``MAX_FORCING_SLICES`` slices; where
+    ``MAX_FORCING_SLICES`` slices and ``MAX_FORCING_FLOPS`` times the FLOPs; where
     the statevector route fits every such limit (a few qubits), the tightest limit
     that still holds the statevector; where not even half the unsliced peak plans,
     the peak itself."""
@@ -126,7 +127,8 @@ def forcing_limit(name: str, bits: list[str], ranks: int) -> tuple[int | None, b
             sched = distribute(base, profile_for("local-cpu", limit), ranks).schedule
         except QsimdistError:
             break
-        if sched.n_slices > MAX_FORCING_SLICES:
+        if (sched.n_slices > MAX_FORCING_SLICES
+                or sched.predicted.flops_counted > MAX_FORCING_FLOPS * base.stats.flops):
             break
         if sched.predicted.n_redistributions > 0:
             return limit, True
@@ -141,6 +143,10 @@ def forcing_limit(name: str, bits: list[str], ranks: int) -> tuple[int | None, b
 #: 58 s in one process and 49 s under mpiexec -n 2 for what takes 1.4 s unsliced), and
 #: such a case measures the per-slice overhead of both executors, not distribution
 MAX_FORCING_SLICES = 1 << 14
+#: ... or where slicing multiplies the plan's FLOPs by more than this (n30, two bitstrings:
+#: 4,096 slices at 512 KiB per rank cost 64x the unsliced FLOPs, predicted 3 s, and ran
+#: past 8 minutes in one process)
+MAX_FORCING_FLOPS = 16
 
 _ONE_PROCESS: dict[tuple, tuple] = {}
 
