@@ -121,10 +121,11 @@ def profile_for(profile: str | HardwareProfile, memory_limit: int | None) -> Har
 
 
 def distribute(plan: Plan, profile: HardwareProfile, devices: int) -> Plan:
-    """``plan`` with the dp schedule for ``devices`` ranks attached (sliced as it runs)."""
+    """``plan`` with the dp schedule for ``devices`` ranks attached (sliced as it runs); the
+    search is budgeted against the predicted run (``schedule(..., budgeted=True)``)."""
     from ..planner.distribution import schedule, scheduled_plan
 
-    return scheduled_plan(plan, schedule(plan, profile, devices, "dp"))
+    return scheduled_plan(plan, schedule(plan, profile, devices, "dp", budgeted=True))
 
 
 def plan_on_root(build: Callable[[], Plan], comm) -> Plan:
