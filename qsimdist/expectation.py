@@ -254,13 +254,32 @@ def _pauli_reading_seconds(n: int, terms: Sequence[PauliTerm]) -> tuple[float, f
     from .engine.router import PAULI_PASS_SECONDS_PER_ELEMENT, TERM_SECONDS_PER_ELEMENT
     from .executors.statevector import compiled_kernel_runs
 
+    numpy_s = sum(seconds for _, _, seconds in _numpy_reading_plan(n, terms))
     size = 2.0**n
-    numpy_s = sum(TERM_SECONDS_PER_ELEMENT * size * (t.weight + 1) for t in terms)
     if not terms or not compiled_kernel_runs(n, 0):
         return numpy_s, math.inf
     from .executors.sv_kernels import startup_seconds
 
     return numpy_s, PAULI_PASS_SECONDS_PER_ELEMENT * size * len(terms) + startup_seconds()
+
+
+def _numpy_reading_plan(n: int, terms: Sequence[PauliTerm]
+                        ) -> list[tuple[list[int], dict[int, str] | None, float]]:
+    """How numpy reads Pauli ``terms`` off a ``2^n`` state: ``[(indices, basis, seconds)]``,
+    a qubit-wise commuting group read together (``basis`` given) where that is predicted
+    cheaper than its terms one by one (``basis`` None: :func:`pauli_on_state` each)."""
+    from .engine.router import TERM_SECONDS_PER_ELEMENT
+
+    size = 2.0**n
+    plan = []
+    for members, basis in qwc_groups(terms):
+        alone = sum(TERM_SECONDS_PER_ELEMENT * size * (terms[i].weight + 1) for i in members)
+        together = _group_seconds(n, basis, len(members))
+        if len(members) > 1 and together < alone:
+            plan.append((members, basis, together))
+        else:
+            plan.append((members, None, alone))
+    return plan
 
 
 def _one_pass_pays(n: int, terms: Sequence[PauliTerm]) -> bool:
@@ -345,6 +364,173 @@ def pauli_on_state(state: np.ndarray, conj_state: np.ndarray, axes: Sequence[int
     return float(np.conj(reduced.reshape(-1)[0]).real)
 
 
+# ------------------------------------------------------------- qubit-wise commuting groups
+#: ``U`` with ``U P U^dagger = Z`` for the Pauli P measured on a qubit (H; H S^dagger)
+_TO_Z = {
+    "X": np.array([[1, 1], [1, -1]], dtype=complex) / np.sqrt(2),
+    "Y": np.array([[1, -1j], [1, 1j]], dtype=complex) / np.sqrt(2),
+}
+#: rotations applied per GEMM when a group's basis is turned to Z (2^3 = 8 multiply-adds
+#: per element: memory-bound, like a copy)
+_ROTATION_CHUNK = 3
+#: measured seconds per state element (complex128, numpy, this host; BENCHMARKS.md
+#: section 24) of the grouped reader's passes: the copy moving the group's qubits
+#: last, one rotation GEMM of up to 3 qubits, |s|^2 and the marginal's contiguous sum
+#: (after the copy) or its strided sum (an all-Z group, in place), and per term a
+#: reduction of the marginal (per marginal element)
+GROUP_COPY_SECONDS_PER_ELEMENT = 7.8e-9
+GROUP_ROTATION_SECONDS_PER_ELEMENT = 3.6e-9
+GROUP_MARGINAL_SECONDS_PER_ELEMENT = 3.0e-9
+GROUP_STRIDED_MARGINAL_SECONDS_PER_ELEMENT = 9.0e-9
+GROUP_TERM_SECONDS_PER_ELEMENT = 8.0e-9
+#: ... or, for many terms on a wide marginal, one Walsh-Hadamard transform of it (every
+#: Z string's value at once), per marginal element and qubit
+GROUP_WALSH_SECONDS_PER_ELEMENT = 2.0e-9
+
+
+def qwc_groups(terms: Sequence[PauliTerm]) -> list[tuple[list[int], dict[int, str]]]:
+    """Qubit-wise commuting groups of Pauli ``terms``: ``[(indices, basis)]``.
+
+    Greedy, heaviest terms first: a term joins the first group whose basis (the
+    Pauli measured on each qubit) agrees with it on every qubit both touch. Every
+    term of a group is then a Z string after one change of basis per qubit.
+    """
+    groups: list[tuple[list[int], dict[int, str]]] = []
+    for i in sorted(range(len(terms)), key=lambda j: (-terms[j].weight, j)):
+        t = terms[i]
+        for members, basis in groups:
+            if all(basis.get(q, op) == op for q, op in zip(t.qubits, t.ops)):
+                members.append(i)
+                basis.update(zip(t.qubits, t.ops))
+                break
+        else:
+            groups.append(([i], dict(zip(t.qubits, t.ops))))
+    return groups
+
+
+def _group_seconds(n: int, basis: dict[int, str], members: int) -> float:
+    """Predicted seconds of the grouped reader (:func:`group_values`) for one group."""
+    size = 2.0**n
+    r = sum(1 for op in basis.values() if op != "Z")
+    if r:
+        chunks = -(-r // _ROTATION_CHUNK)
+        state_passes = (GROUP_COPY_SECONDS_PER_ELEMENT
+                        + chunks * GROUP_ROTATION_SECONDS_PER_ELEMENT
+                        + GROUP_MARGINAL_SECONDS_PER_ELEMENT)
+    else:
+        state_passes = GROUP_STRIDED_MARGINAL_SECONDS_PER_ELEMENT
+    u = len(basis)
+    return size * state_passes + 2.0**u * min(members * GROUP_TERM_SECONDS_PER_ELEMENT,
+                                              u * GROUP_WALSH_SECONDS_PER_ELEMENT)
+
+
+def _walsh(marginal: np.ndarray) -> np.ndarray:
+    """The Walsh-Hadamard transform of a ``(2,)*u`` tensor: entry ``b`` is
+    ``sum_k marginal[k] (-1)^(b . k)``, the Z string on the axes where ``b`` has a 1."""
+    u = marginal.ndim
+    x = np.array(marginal, dtype=np.float64).reshape(-1)
+    for j in range(u):
+        v = x.reshape(1 << j, 2, -1)
+        first = v[:, 0, :].copy()
+        v[:, 0, :] += v[:, 1, :]
+        np.subtract(first, v[:, 1, :], out=v[:, 1, :])
+    return x.reshape([2] * u) if u else x
+
+
+def _reduce_to_axes(p: np.ndarray, keep: Sequence[int]) -> np.ndarray:
+    """Sum the ``(2,)*n`` tensor ``p`` over every axis not in ``keep`` (sorted), runs of
+    adjacent summed axes merged so numpy reduces a few long axes."""
+    n = p.ndim
+    keep = set(keep)
+    shape, summed = [], []
+    a = 0
+    while a < n:
+        if a in keep:
+            shape.append(2)
+            a += 1
+            continue
+        k = 0
+        while a < n and a not in keep:
+            k, a = k + 1, a + 1
+        summed.append(len(shape))
+        shape.append(1 << k)
+    return p.reshape(shape).sum(axis=tuple(summed)) if summed else p
+
+
+def _z_string_value(marginal: np.ndarray, axes: Sequence[int]) -> float:
+    """``sum_k marginal[k] (-1)^(bits of k on axes)`` for a ``(2,)*u`` probability tensor."""
+    m = _reduce_to_axes(marginal, sorted(axes))
+    sign = np.array([1.0, -1.0])
+    for _ in range(m.ndim):
+        m = m @ sign
+    return float(m)
+
+
+def _probabilities(psi: np.ndarray) -> np.ndarray:
+    """``|psi|^2`` in one pass over the float view (no complex temporaries)."""
+    pairs = psi.reshape(-1).view(np.float64).reshape(-1, 2)
+    return np.einsum("ij,ij->i", pairs, pairs)
+
+
+def group_values(state: np.ndarray, terms: Sequence[PauliTerm], members: Sequence[int],
+                 basis: dict[int, str]) -> dict[int, float]:
+    """``<s|P|s>`` for the qubit-wise commuting terms ``members`` of ``terms``.
+
+    ``state`` is the ``(2,)*n`` tensor in Qiskit's axis order (axis ``a`` holds
+    qubit ``n-1-a``), complex128. With qubits measured in X or Y, one copy moves
+    the group's qubits to the last axes (those in X or Y last of all), where
+    they are turned to Z a few per GEMM; the probabilities' marginal on the
+    group's qubits is then one contiguous sum. An all-Z group sums the
+    probabilities of the state as it lies. Every term is a Z string on that
+    marginal.
+    """
+    n = state.ndim
+    support = sorted({n - 1 - q for i in members for q in terms[i].qubits})
+    rotated = [a for a in support if basis[n - 1 - a] != "Z"]
+    if rotated:
+        plain = [a for a in support if basis[n - 1 - a] == "Z"]
+        rest = [a for a in range(n) if a not in set(support)]
+        perm = rest + plain + rotated
+        psi = np.empty(state.shape, dtype=state.dtype)
+        np.copyto(psi, state.transpose(perm))
+        psi = psi.reshape(-1)
+        out = np.empty_like(psi)
+        r, done = len(rotated), 0
+        while done < r:  # rotated positions [n-r+done, n-r+done+c) of the moved order
+            c = min(_ROTATION_CHUNK, r - done)
+            mat = np.array([[1.0]], dtype=complex)
+            for a in rotated[done:done + c]:
+                mat = np.kron(mat, _TO_Z[basis[n - 1 - a]])
+            inner = 1 << (r - done - c)
+            outer = psi.size // ((1 << c) * inner)
+            if inner == 1:
+                np.matmul(psi.reshape(outer, 1 << c), mat.T, out=out.reshape(outer, 1 << c))
+            else:
+                np.matmul(mat, psi.reshape(outer, 1 << c, inner),
+                          out=out.reshape(outer, 1 << c, inner))
+            psi, out = out, psi
+            done += c
+        u = len(support)
+        marginal = _probabilities(psi).reshape(-1, 1 << u).sum(axis=0).reshape([2] * u)
+        at = {a: j for j, a in enumerate(plain + rotated)}
+    else:
+        p = _probabilities(np.ascontiguousarray(state)).reshape([2] * n)
+        marginal = _reduce_to_axes(p, support)
+        at = {a: j for j, a in enumerate(support)}
+    u = marginal.ndim
+    if len(members) * GROUP_TERM_SECONDS_PER_ELEMENT > u * GROUP_WALSH_SECONDS_PER_ELEMENT:
+        w = _walsh(marginal)
+        values = {}
+        for i in members:
+            index = [0] * u
+            for q in terms[i].qubits:
+                index[at[n - 1 - q]] = 1
+            values[i] = float(w[tuple(index)])
+        return values
+    return {i: _z_string_value(marginal, [at[n - 1 - q] for q in terms[i].qubits])
+            for i in members}
+
+
 def _buffer(work: dict, name: str, size: int, dtype) -> np.ndarray:
     """A flat buffer of ``size`` elements of ``dtype`` kept in ``work`` (grown, never shrunk)."""
     dtype = np.dtype(dtype)
@@ -369,6 +555,9 @@ class ExpectationStats:
     doubled_terms: int = 0
     state_terms: int = 0
     statevector_terms: int = 0
+    #: statevector terms read in qubit-wise commuting groups, and those groups
+    grouped_terms: int = 0
+    qwc_groups: int = 0
     contractions: int = 0
     plans_made: int = 0
     plans_reused: int = 0
@@ -559,6 +748,17 @@ class ExpectationEngine:
             paulis = []
         if paulis or others:
             state = state.astype(np.complex128, copy=False).reshape((2,) * n)
+        # qubit-wise commuting groups read together where predicted cheaper
+        grouped: set[int] = set()
+        for members, basis, _ in _numpy_reading_plan(n, [terms[i] for i in paulis]):
+            if basis is not None:
+                chosen = [paulis[j] for j in members]
+                for i, v in group_values(state, terms, chosen, basis).items():
+                    values[i] = v
+                grouped.update(chosen)
+                self.stats.qwc_groups += 1
+        self.stats.grouped_terms += len(grouped)
+        paulis = [i for i in paulis if i not in grouped]
         conj_state = state.conj() if paulis else None
         probabilities = None
         if sum(1 for i in paulis if set(terms[i].ops) == {"Z"}) > 1:
