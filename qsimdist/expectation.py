@@ -373,19 +373,17 @@ _TO_Z = {
 #: rotations applied per GEMM when a group's basis is turned to Z (2^3 = 8 multiply-adds
 #: per element: memory-bound, like a copy)
 _ROTATION_CHUNK = 3
-#: measured seconds per state element (complex128, numpy, this host; BENCHMARKS.md
-#: section 24) of the grouped reader's passes: the copy moving the group's qubits
-#: last, one rotation GEMM of up to 3 qubits, |s|^2 and the marginal's contiguous sum
-#: (after the copy) or its strided sum (an all-Z group, in place), and per term a
-#: reduction of the marginal (per marginal element)
-GROUP_COPY_SECONDS_PER_ELEMENT = 7.8e-9
+#: measured seconds per state element (complex128, numpy, this host, 18-22 qubits;
+#: BENCHMARKS.md section 25) of the grouped reader's passes: the copy moving the
+#: group's qubits last, one rotation GEMM of up to 3 qubits, |s|^2 with the marginal's
+#: contiguous sum, and per term a reduction of the marginal (per marginal element)
+GROUP_COPY_SECONDS_PER_ELEMENT = 7.0e-9
 GROUP_ROTATION_SECONDS_PER_ELEMENT = 3.6e-9
-GROUP_MARGINAL_SECONDS_PER_ELEMENT = 3.0e-9
-GROUP_STRIDED_MARGINAL_SECONDS_PER_ELEMENT = 9.0e-9
-GROUP_TERM_SECONDS_PER_ELEMENT = 8.0e-9
+GROUP_MARGINAL_SECONDS_PER_ELEMENT = 5.5e-9
+GROUP_TERM_SECONDS_PER_ELEMENT = 17.0e-9
 #: ... or, for many terms on a wide marginal, one Walsh-Hadamard transform of it (every
 #: Z string's value at once), per marginal element and qubit
-GROUP_WALSH_SECONDS_PER_ELEMENT = 2.0e-9
+GROUP_WALSH_SECONDS_PER_ELEMENT = 2.1e-9
 
 
 def qwc_groups(terms: Sequence[PauliTerm]) -> list[tuple[list[int], dict[int, str]]]:
@@ -410,18 +408,13 @@ def qwc_groups(terms: Sequence[PauliTerm]) -> list[tuple[list[int], dict[int, st
 
 def _group_seconds(n: int, basis: dict[int, str], members: int) -> float:
     """Predicted seconds of the grouped reader (:func:`group_values`) for one group."""
-    size = 2.0**n
     r = sum(1 for op in basis.values() if op != "Z")
-    if r:
-        chunks = -(-r // _ROTATION_CHUNK)
-        state_passes = (GROUP_COPY_SECONDS_PER_ELEMENT
-                        + chunks * GROUP_ROTATION_SECONDS_PER_ELEMENT
-                        + GROUP_MARGINAL_SECONDS_PER_ELEMENT)
-    else:
-        state_passes = GROUP_STRIDED_MARGINAL_SECONDS_PER_ELEMENT
+    chunks = -(-r // _ROTATION_CHUNK)
     u = len(basis)
-    return size * state_passes + 2.0**u * min(members * GROUP_TERM_SECONDS_PER_ELEMENT,
-                                              u * GROUP_WALSH_SECONDS_PER_ELEMENT)
+    return (2.0**n * (GROUP_COPY_SECONDS_PER_ELEMENT + chunks * GROUP_ROTATION_SECONDS_PER_ELEMENT
+                      + GROUP_MARGINAL_SECONDS_PER_ELEMENT)
+            + 2.0**u * min(members * GROUP_TERM_SECONDS_PER_ELEMENT,
+                           u * GROUP_WALSH_SECONDS_PER_ELEMENT))
 
 
 def _walsh(marginal: np.ndarray) -> np.ndarray:
@@ -477,47 +470,40 @@ def group_values(state: np.ndarray, terms: Sequence[PauliTerm], members: Sequenc
     """``<s|P|s>`` for the qubit-wise commuting terms ``members`` of ``terms``.
 
     ``state`` is the ``(2,)*n`` tensor in Qiskit's axis order (axis ``a`` holds
-    qubit ``n-1-a``), complex128. With qubits measured in X or Y, one copy moves
-    the group's qubits to the last axes (those in X or Y last of all), where
-    they are turned to Z a few per GEMM; the probabilities' marginal on the
-    group's qubits is then one contiguous sum. An all-Z group sums the
-    probabilities of the state as it lies. Every term is a Z string on that
-    marginal.
+    qubit ``n-1-a``), complex128. One copy moves the group's qubits to the
+    last axes (those measured in X or Y last of all), where they are turned to
+    Z a few per GEMM; the probabilities' marginal on the group's qubits is
+    then one contiguous sum, and every term a Z string on that marginal.
     """
     n = state.ndim
     support = sorted({n - 1 - q for i in members for q in terms[i].qubits})
     rotated = [a for a in support if basis[n - 1 - a] != "Z"]
-    if rotated:
-        plain = [a for a in support if basis[n - 1 - a] == "Z"]
-        rest = [a for a in range(n) if a not in set(support)]
-        perm = rest + plain + rotated
-        psi = np.empty(state.shape, dtype=state.dtype)
-        np.copyto(psi, state.transpose(perm))
-        psi = psi.reshape(-1)
-        out = np.empty_like(psi)
-        r, done = len(rotated), 0
-        while done < r:  # rotated positions [n-r+done, n-r+done+c) of the moved order
-            c = min(_ROTATION_CHUNK, r - done)
-            mat = np.array([[1.0]], dtype=complex)
-            for a in rotated[done:done + c]:
-                mat = np.kron(mat, _TO_Z[basis[n - 1 - a]])
-            inner = 1 << (r - done - c)
-            outer = psi.size // ((1 << c) * inner)
-            if inner == 1:
-                np.matmul(psi.reshape(outer, 1 << c), mat.T, out=out.reshape(outer, 1 << c))
-            else:
-                np.matmul(mat, psi.reshape(outer, 1 << c, inner),
-                          out=out.reshape(outer, 1 << c, inner))
-            psi, out = out, psi
-            done += c
-        u = len(support)
-        marginal = _probabilities(psi).reshape(-1, 1 << u).sum(axis=0).reshape([2] * u)
-        at = {a: j for j, a in enumerate(plain + rotated)}
-    else:
-        p = _probabilities(np.ascontiguousarray(state)).reshape([2] * n)
-        marginal = _reduce_to_axes(p, support)
-        at = {a: j for j, a in enumerate(support)}
-    u = marginal.ndim
+    plain = [a for a in support if basis[n - 1 - a] == "Z"]
+    rest = [a for a in range(n) if a not in set(support)]
+    # one copy, even for an all-Z group: the contiguous marginal after it costs less
+    # than a strided one in place (measured 7.0 + 5.5 against 17 ns per element)
+    psi = np.empty(state.shape, dtype=state.dtype)
+    np.copyto(psi, state.transpose(rest + plain + rotated))
+    psi = psi.reshape(-1)
+    out = np.empty_like(psi) if rotated else None
+    r, done = len(rotated), 0
+    while done < r:  # rotated positions [n-r+done, n-r+done+c) of the moved order
+        c = min(_ROTATION_CHUNK, r - done)
+        mat = np.array([[1.0]], dtype=complex)
+        for a in rotated[done:done + c]:
+            mat = np.kron(mat, _TO_Z[basis[n - 1 - a]])
+        inner = 1 << (r - done - c)
+        outer = psi.size // ((1 << c) * inner)
+        if inner == 1:
+            np.matmul(psi.reshape(outer, 1 << c), mat.T, out=out.reshape(outer, 1 << c))
+        else:
+            np.matmul(mat, psi.reshape(outer, 1 << c, inner),
+                      out=out.reshape(outer, 1 << c, inner))
+        psi, out = out, psi
+        done += c
+    u = len(support)
+    marginal = _probabilities(psi).reshape(-1, 1 << u).sum(axis=0).reshape([2] * u)
+    at = {a: j for j, a in enumerate(plain + rotated)}
     if len(members) * GROUP_TERM_SECONDS_PER_ELEMENT > u * GROUP_WALSH_SECONDS_PER_ELEMENT:
         w = _walsh(marginal)
         values = {}

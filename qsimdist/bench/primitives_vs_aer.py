@@ -119,8 +119,10 @@ from qsimdist.qiskit import EstimatorV2
 t = time.perf_counter(); res = EstimatorV2().run([(bare, obs)]).result()[0]
 sec = time.perf_counter() - t
 route = res.metadata.get("route") or {}
+spent = res.metadata.get("qsimdist") or {}
 out = {"seconds": sec, "values": [float(res.data.evs)], "method": route.get("method"),
-       "engine": route.get("engine")}
+       "engine": route.get("engine"), "grouped_terms": spent.get("grouped_terms"),
+       "qwc_groups": spent.get("qwc_groups")}
 """,
     ("aer", "estimator"): """
 from qiskit import transpile
