@@ -711,8 +711,8 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
         arrays_before = _traced_numpy_bytes() if xp is np else 0
         stats.traced_array_bytes = 0
         tracemalloc.reset_peak()
-    # a run we trace ourselves over many slices: traced up to slice 2, untraced in the
-    # middle, traced again for the last slice (see TRACE_ALL_SLICES)
+    # a run we trace ourselves over many slices: traced in its first two slices only
+    # (see TRACE_ALL_SLICES)
     window = started and trace != "all" and len(mine) > TRACE_ALL_SLICES
     first_peak = 0
     t0 = time.perf_counter()

@@ -485,8 +485,6 @@ def schedule(plan: Plan, profile: HardwareProfile, devices: int, strategy: str =
                 and spent > best.predicted.seconds)
 
     for d in sizes:
-        if enough():
-            break
         groups = devices // d
         target = slice_target(mem * d, isz)  # a third of the group's memory, in elements
         fractions = (1.0,) if d == 1 else tuple(big_fractions)
