@@ -82,12 +82,17 @@ def fail_rank(comm, exc: BaseException, code: int | None = None) -> None:
         what = f"exited with status {exc.code}"
     else:
         what = f"{type(exc).__name__}: {exc}"
+    _say_and_abort(comm, f"qsimdist: error: rank {rank}: {what}; ending every rank", code)
+
+
+def _say_and_abort(comm, line: str, code: int) -> None:
+    """Print ``line``, give the launcher time to forward it, abort every rank of ``comm``."""
     try:
-        sys.stderr.write(f"qsimdist: error: rank {rank}: {what}; ending every rank\n")
+        sys.stderr.write(line + "\n")
         sys.stderr.flush()
         # the launcher forwards a rank's stderr asynchronously and may drop what it has not
-        # read when the abort reaches it: give it a moment (one-rank faults lost the line
-        # about once in a test-suite run under load)
+        # read when the abort reaches it: give it a moment (one-rank faults and a SIGTERM
+        # to one rank lost the line about once in a few runs)
         time.sleep(LAUNCHER_GRACE)
     finally:
         comm.Abort(code)
@@ -142,10 +147,8 @@ def abort_on_signals() -> bool:
                 sys.stderr.flush()
                 os._exit(code)
             rank = mpi.COMM_WORLD.Get_rank()
-            sys.stderr.write(f"qsimdist: error: rank {rank}: interrupted by {sig.name}; "
-                             "ending every rank\n")
-            sys.stderr.flush()
-            mpi.COMM_WORLD.Abort(code)
+            _say_and_abort(mpi.COMM_WORLD, f"qsimdist: error: rank {rank}: interrupted by "
+                           f"{sig.name}; ending every rank", code)
 
     _watcher = threading.Thread(target=watch, name="qsimdist-signal-watcher", daemon=True)
     _watcher.start()
