@@ -15,7 +15,9 @@ rank's memory:
   live bytes, in the first and last slice (the pool's free buffers included), less what
   numpy held before the run;
 * ``rss_growth_bytes``: resident high-water mark less the resident size at the
-  run's start (an upper bound on what the run added).
+  run's start (an upper bound on what the run added), from one more untimed run with
+  ``QSIMDIST_TRACE_MEMORY=rss``: the same warm-up slice, without tracemalloc, whose
+  own tables the traced run's resident size includes (``rss_growth_traced_bytes``).
 
 Limits: ``none`` (the default: the host's available memory shared by the
 ranks), ``ample`` (1 GiB per rank) and ``forcing`` (a per-rank limit under
@@ -221,11 +223,20 @@ def run_case(name: str, kind: str, limit_kind: str, ranks: int) -> dict:
         except AssertionError as exc:
             rec.update(ok=False, reason=f"traced run: {exc}")
             return rec
+        untraced, _ = run_cli(ranks, [*args, "--profile", "local-cpu"],
+                              env={"QSIMDIST_TRACE_MEMORY": "rss"})
+        try:
+            resident = {r["rank"]: r["rss_growth_bytes"]
+                        for r in parse(untraced)[1].get("ranks", [])}
+        except AssertionError as exc:
+            rec.update(ok=False, reason=f"resident-size run: {exc}")
+            return rec
     rec["redistributions"] = sum(r["redistributions"] for r in ranks_stats)
-    rec["memory"] = [{k: r[k] for k in ("rank", "guarded_bytes", "predicted_peak_bytes",
-                                         "measured_peak_bytes", "array_peak_bytes",
-                                         "traced_peak_bytes", "traced_array_bytes",
-                                         "rss_growth_bytes")}
+    rec["memory"] = [{**{k: r[k] for k in ("rank", "guarded_bytes", "predicted_peak_bytes",
+                                            "measured_peak_bytes", "array_peak_bytes",
+                                            "traced_peak_bytes", "traced_array_bytes")},
+                      "rss_growth_traced_bytes": r["rss_growth_bytes"],
+                      "rss_growth_bytes": resident.get(r["rank"], -1)}
                      for r in ranks_stats]
     rec["ok"] = err <= RTOL and a1.shape == a2.shape
     if not rec["ok"]:

@@ -123,7 +123,8 @@ def test_saved_schedule_checked_against_the_hosts_share():
 
 def test_traced_memory_of_a_run_of_many_slices():
     """QSIMDIST_TRACE_MEMORY=1 traces the first two of 64 slices per rank, =all every
-    slice: the arrays they see agree, and both stay within the per-rank limit."""
+    slice: the arrays they see agree, and both stay within the per-rank limit; =rss
+    traces nothing and measures the resident size alone."""
     import json
     import subprocess
 
@@ -131,7 +132,7 @@ def test_traced_memory_of_a_run_of_many_slices():
             str(mpi_matrix.circuit_path("rqc_3x4_m8.qasm")), "000000000000",
             "--memory-limit", "3286", "--profile", "local-cpu", "--json"]
     seen = {}
-    for mode in ("1", "all"):
+    for mode in ("1", "all", "rss"):
         proc = subprocess.run(args, capture_output=True, text=True, timeout=300,
                               cwd=mpi_matrix.ROOT,
                               env=dict(mpi_matrix.os.environ, QSIMDIST_TRACE_MEMORY=mode))
@@ -145,3 +146,6 @@ def test_traced_memory_of_a_run_of_many_slices():
         assert 0.9 * full["traced_array_bytes"] <= win["traced_array_bytes"] \
             <= full["traced_array_bytes"]
         assert 0 < win["traced_peak_bytes"] <= 1.1 * full["traced_peak_bytes"]
+    for rank in seen["rss"]:  # resident size only: nothing traced
+        assert rank["traced_peak_bytes"] == rank["traced_array_bytes"] == -1
+        assert rank["rss_before_bytes"] > 0 and rank["rss_growth_bytes"] >= 0

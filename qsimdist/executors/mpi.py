@@ -65,7 +65,9 @@ _NO_EXPONENT = -(1 << 62)
 
 FAULT_ENV = "QSIMDIST_FAULT_INJECT"
 #: ``1``: trace each run's allocations with tracemalloc (``RunStats.traced_peak_bytes``),
-#: in its first two slices where it has many (see TRACE_ALL_SLICES); ``all``: every slice
+#: in its first two slices where it has many (see TRACE_ALL_SLICES); ``all``: every slice;
+#: ``rss``: the warm-up slice of a traced run, without tracemalloc, whose own tables
+#: would otherwise count in ``rss_growth_bytes``
 TRACE_ENV = "QSIMDIST_TRACE_MEMORY"
 #: a traced run of more slices than this traces its first two slices only: tracemalloc
 #: slows every allocation, and a plan sliced 2^17 ways then took minutes for what ran
@@ -694,7 +696,7 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
     out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)
     stats.guarded_bytes = need
     trace = os.environ.get(TRACE_ENV)
-    measuring = trace in ("1", "all")
+    measuring = trace in ("1", "all", "rss")
     mine = sched.slices_of_group(g)
     if measuring and len(mine):
         # measure the run, not the loading of code: one untimed slice first compiles (or
@@ -702,7 +704,7 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
         warm = _GroupRunner(plan, group, xp, pool, RunStats(rank=rank), None, gemm, compiled)
         pool.put(warm.run(slice_assignment(plan, mine[0]), first_slice=True))
     stats.rss_before_bytes = _resident_bytes()
-    started = measuring and not tracemalloc.is_tracing()
+    started = measuring and trace != "rss" and not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
     tracing = tracemalloc.is_tracing()
