@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -226,6 +227,7 @@ def plan(
     max_time: float | None = None,
     max_repeats: int | None = None,
     progbar: bool = False,
+    tree: str | os.PathLike | None = None,
 ) -> Plan:
     """Plan the contraction for ``circuit``'s amplitudes (or for a tensor network).
 
@@ -238,11 +240,52 @@ def plan(
         dtype: ``complex64`` or ``complex128``.
         simplify_sequence: quimb simplification letters ("" to skip).
         max_time, max_repeats: path-search budget (see :class:`PathOptions`).
+        tree: a saved tree or path to plan along instead of searching (see
+            :func:`qsimdist.planner.trees.load_tree`: a qsimdist tree or plan, an
+            SSA or linear path, a pickled cotengra ``ContractionTree``); re-sliced
+            along the same path where its slicing does not fit ``memory_limit``.
+    """
+    dtype = check_dtype(dtype)
+    limit = MemoryBudget.resolve(memory_limit).limit
+    opts = _path_options(path_options, max_time, max_repeats)
+    net = plan_network(circuit, bitstrings=bitstrings, order=order, memory_limit=memory_limit,
+                       dtype=dtype, simplify_sequence=simplify_sequence)
+    if tree is None:
+        return make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts,
+                         progbar=progbar)
+    from .planner.plan import build_plan, fit_to_memory
+    from .planner.trees import load_tree
+
+    given = load_tree(tree, net)
+    meta = dict(net.meta, search_sliced=list(given.sliced), tree=str(tree))
+    p = build_plan(net, given.ssa_path, given.sliced, dtype, meta=meta)
+    if limit is not None and p.stats.peak_bytes > limit:
+        p = fit_to_memory(net, given.ssa_path, limit, dtype, sliced=given.sliced)
+        p.meta.update(meta)
+        if p.stats.peak_bytes > limit:
+            raise PlanError(
+                f"memory limit {format_bytes(limit)} is too small for the tree in {tree}: "
+                f"sliced along its path it still peaks at {format_bytes(p.stats.peak_bytes)}")
+    return p
+
+
+def plan_network(
+    circuit,
+    *,
+    bitstrings: str | Sequence[str] | None = None,
+    order: str = "qiskit",
+    memory_limit: str | int | None = None,
+    dtype: str = "complex64",
+    simplify_sequence: str = DEFAULT_SEQUENCE,
+) -> Network:
+    """The (simplified) network :func:`plan` plans for ``circuit``'s amplitudes.
+
+    Trees saved for it (``qsimdist search``) apply to every call that builds
+    the same network: the same circuit, pattern, ``order`` and simplification.
     """
     dtype = check_dtype(dtype)
     check_order(order)
     limit = MemoryBudget.resolve(memory_limit).limit
-    opts = _path_options(path_options, max_time, max_repeats)
     obj = load(circuit)
     if isinstance(obj, Network):
         if bitstrings is not None:
@@ -255,7 +298,7 @@ def plan(
         net = amplitude_network(obj, pattern, order)
     if net.arrays is not None:
         net = _simplify(net, simplify_sequence, limit, dtype)
-    return make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts, progbar=progbar)
+    return net
 
 
 @dataclass

@@ -244,12 +244,18 @@ def plan(
     plot: Optional[Path] = typer.Option(
         None, "--plot", help="With --profile: write a PNG of the dp schedule."
     ),
+    tree: Optional[Path] = typer.Option(
+        None, "--tree", help="Plan along this tree instead of searching: a 'qsimdist search' "
+        "tree, a saved plan, an SSA path (JSON list of pairs), {\"path\": linear path}, or a "
+        "pickled cotengra ContractionTree (.pkl; read only files you trust)."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Plan the contraction of CIRCUIT (path, slicing, lifetime layouts) and print a summary.
 
     With --profile and --devices, also plan its distribution over P devices and
-    compare dp, forced-only and slice-only side by side.
+    compare dp, forced-only and slice-only side by side. With --tree, plan along
+    a given tree (see 'qsimdist search').
     """
     from .api import plan as make
     from .planner.plan import Plan
@@ -262,6 +268,8 @@ def plan(
     if plot is not None:
         _check_output_path(plot, "--plot")
     saved = _saved_plan(circuit)
+    if saved is not None and tree is not None:
+        raise InvalidInputError("--tree plans a circuit or network; a saved plan has its tree")
     if saved is not None:
         p = Plan.from_dict(saved, str(circuit))
     else:
@@ -275,6 +283,7 @@ def plan(
             max_time=max_time,
             max_repeats=max_repeats,
             progbar=sys.stderr.isatty(),
+            tree=tree,
         )
     report = None
     if profile is not None:
@@ -539,6 +548,10 @@ app.command(name="expect")(_expect)
 from .contract_command import contract_command as _contract_command  # noqa: E402
 
 app.command(name="contract")(_contract_command)
+
+from .search_command import search_command as _search_command  # noqa: E402
+
+app.command(name="search")(_search_command)
 
 from .bench.command import bench as _bench  # noqa: E402
 from .bench.command import bench_report as _bench_report  # noqa: E402

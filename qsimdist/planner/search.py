@@ -1,0 +1,263 @@
+"""Tree search scored by what will run: the dp schedule's predicted time on a target.
+
+A target is a hardware profile, a number of devices P and a dtype. Every
+candidate tree is scored by :func:`~qsimdist.planner.distribution.schedule`
+(strategy ``dp``): the predicted seconds of the fastest schedule that fits
+each device's memory, slicing and sharding chosen together for that tree.
+P = 1 gives the competitive one-device baseline: the same search, the same
+budget, the same memory per device.
+
+The search starts from a given tree or from cotengra's slicing-aware
+hyper-optimiser, then runs rounds of cotengra's simulated annealing of the
+tree, sliced to the width the best schedule fits at. After each round the
+best tree, its score and the history of best scores over time are written
+to the state file, so a search stopped at any point resumes from there with
+the rest of its budget.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import resource
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..errors import InvalidInputError, PlanError, PlanFormatError
+from ..hardware import HardwareProfile
+from ..network import Network
+from .trees import Tree, from_cotengra, load_tree, save_tree, to_cotengra
+
+#: the share of the budget the first hyper-optimiser search may take (no start tree)
+HYPER_SHARE = 0.25
+#: annealing sweeps per round: rounds of about this many seconds report progress and
+#: save state often enough to resume, and long enough that scoring is a small share
+ROUND_SECONDS = 60.0
+
+
+@dataclass
+class Target:
+    profile: HardwareProfile
+    devices: int
+    dtype: str = "complex64"
+
+    def describe(self) -> dict:
+        return {"profile": self.profile.name, "devices": self.devices, "dtype": self.dtype,
+                "usable_memory_per_device": self.profile.usable_memory}
+
+
+@dataclass
+class Score:
+    seconds: float  # the dp schedule's predicted run
+    flops_executed: float
+    peak_bytes_per_device: float
+    n_slices: int
+    group_size: int
+    width_log2: float  # the largest intermediate of one slice (whole group), log2 elements
+
+    def to_dict(self) -> dict:
+        return {"predicted_seconds": self.seconds, "flops_executed": self.flops_executed,
+                "log10_flops_executed": math.log10(max(self.flops_executed, 1.0)),
+                "peak_bytes_per_device": self.peak_bytes_per_device,
+                "n_slices": self.n_slices, "group_size": self.group_size,
+                "width_log2": self.width_log2}
+
+
+def score_tree(net: Network, tree: Tree, target: Target):
+    """(:class:`Score`, schedule, plan) of the dp schedule for ``tree`` on ``target``."""
+    from .distribution import schedule
+    from .path import SliceCosts
+    from .plan import build_plan
+
+    plan = build_plan(net, tree.ssa_path, [], target.dtype,
+                      meta=dict(net.meta, search_sliced=list(tree.sliced)))
+    sch = schedule(plan, target.profile, target.devices, "dp")
+    pred = sch.predicted
+    width, _ = SliceCosts(net, tree.ssa_path).evaluate(set(sch.sliced))
+    return Score(pred.seconds, pred.flops_executed, pred.peak_bytes_per_device, sch.n_slices,
+                 sch.group_size, width), sch, plan
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children (user + system)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@dataclass
+class SearchState:
+    """Where a search stands: the best tree, its score, the budget and the history."""
+
+    tree: Tree
+    score: Score
+    target: Target
+    budget_seconds: float
+    spent_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    rounds: int = 0
+    history: list = field(default_factory=list)  # {"seconds", "round", "predicted_seconds", ...}
+    seed: int = 0
+
+    def record(self, what: str) -> None:
+        self.history.append({"seconds": round(self.spent_seconds, 2), "round": self.rounds,
+                             "what": what, **self.score.to_dict()})
+
+    def meta(self) -> dict:
+        return {"search": {
+            "target": self.target.describe(), "budget_seconds": self.budget_seconds,
+            "spent_seconds": round(self.spent_seconds, 2),
+            "cpu_seconds": round(self.cpu_seconds, 2), "rounds": self.rounds,
+            "seed": self.seed, "score": self.score.to_dict(), "history": self.history,
+            "method": "cotengra simulated annealing of the tree, sliced to the width the best "
+                      "dp schedule fits at; scored by that schedule's predicted seconds",
+        }}
+
+    def save(self, path: str | os.PathLike, net: Network) -> Path:
+        meta = dict(self.tree.meta)
+        meta.update(self.meta())
+        return save_tree(path, net, Tree(self.tree.ssa_path, self.tree.sliced, meta))
+
+
+def _resume(path: Path, net: Network, target: Target) -> dict | None:
+    """The saved search of ``path`` for this target, if it is one."""
+    if not path.exists():
+        return None
+    tree = load_tree(path, net)
+    info = tree.meta.get("search")
+    if not isinstance(info, dict):
+        return None
+    want = target.describe()
+    got = info.get("target", {})
+    if {k: got.get(k) for k in ("profile", "devices", "dtype")} != \
+            {k: want[k] for k in ("profile", "devices", "dtype")}:
+        raise InvalidInputError(
+            f"{path} holds a search for {got.get('profile')} x {got.get('devices')} "
+            f"({got.get('dtype')}), not {want['profile']} x {want['devices']} "
+            f"({want['dtype']}); name another --out or the same target")
+    try:
+        return {"tree": tree, "spent": float(info["spent_seconds"]),
+                "cpu": float(info.get("cpu_seconds", 0.0)), "rounds": int(info["rounds"]),
+                "history": list(info["history"]), "seed": int(info.get("seed", 0))}
+    except (KeyError, TypeError, ValueError):
+        raise PlanFormatError(f"{path}: its search record is incomplete; start afresh "
+                              "with another --out") from None
+
+
+def _anneal(ctree, width_log2: float, seconds: float, rng: random.Random):
+    """One round of annealing the (unsliced) ``ctree`` with slicing to ``2^width_log2``."""
+    from cotengra.pathfinders.path_simulated_annealing import simulated_anneal_tree
+
+    size = 2 ** int(math.floor(width_log2 + 1e-9))
+    # round length: a few short runs first to learn the speed of a sweep here
+    tstart = rng.choice((0.05, 0.1, 0.3, 1.0))
+    t0 = time.perf_counter()
+    best = None
+    steps = 2
+    while True:
+        t1 = time.perf_counter()
+        cand = simulated_anneal_tree(ctree, tfinal=0.005, tstart=tstart, tsteps=steps,
+                                     numiter=25, minimize="flops", target_size=size,
+                                     target_size_initial=size, slice_mode="basic",
+                                     seed=rng.randrange(2**31))
+        per_step = (time.perf_counter() - t1) / steps
+        if best is None or cand.total_flops(log=2) < best.total_flops(log=2):
+            best = cand
+        left = seconds - (time.perf_counter() - t0)
+        # the next run fills what is left of the round (a run cannot be stopped midway)
+        steps = min(200, int(left / max(per_step, 1e-6)))
+        if steps < 2:
+            return best
+
+
+def search(net: Network, target: Target, budget_seconds: float, *, out: str | os.PathLike,
+           start: Tree | None = None, seed: int = 0, resume: bool = True,
+           round_seconds: float = ROUND_SECONDS,
+           progress: Callable[[SearchState], None] | None = None) -> SearchState:
+    """Search a tree for ``net`` on ``target`` within ``budget_seconds`` of wall clock.
+
+    ``out`` is the state file: written after every round; when it already
+    holds a search for this target and ``resume``, the search continues from
+    it (its spent time counts against the budget). ``start`` is a tree to
+    start from instead of a hyper-optimiser search.
+    """
+    from .path import PathOptions, find_path
+
+    if not budget_seconds > 0:
+        raise InvalidInputError(f"the search budget must be positive, not {budget_seconds}")
+    if net.num_tensors < 2:
+        raise InvalidInputError("a network of one tensor has nothing to search")
+    out = Path(out)
+    t_wall, t_cpu = time.perf_counter(), cpu_seconds()
+    prior = _resume(out, net, target) if resume else None
+    base_spent = prior["spent"] if prior else 0.0
+    base_cpu = prior["cpu"] if prior else 0.0
+
+    def spent() -> float:
+        return base_spent + time.perf_counter() - t_wall
+
+    if prior is not None:
+        tree = prior["tree"]
+        seed = prior["seed"]
+    elif start is not None:
+        tree = start
+    else:
+        share = max(1.0, HYPER_SHARE * budget_seconds)
+        mem_elems = target.profile.usable_memory * target.devices // (
+            2 * _itemsize(target.dtype))
+        res = find_path(net, PathOptions(max_time=share, max_repeats=10**6, minimize="flops",
+                                         seed=seed), target_size=max(2, mem_elems))
+        tree = Tree([tuple(p) for p in res.ssa_path], list(res.sliced),
+                    {"from": "cotengra hyper-optimiser, slicing-aware"})
+    t_score = time.perf_counter()
+    sc, _, _ = score_tree(net, tree, target)
+    scoring = time.perf_counter() - t_score  # reserved at the end of each round
+    state = SearchState(tree, sc, target, budget_seconds, spent_seconds=spent(), seed=seed)
+    if prior is not None:
+        state.rounds, state.history = prior["rounds"], prior["history"]
+        state.record("resumed")
+    else:
+        state.record("start")
+    state.cpu_seconds = base_cpu + cpu_seconds() - t_cpu
+    state.save(out, net)
+    if progress is not None:
+        progress(state)
+    rng = random.Random(hash((seed, state.rounds)) & 0xFFFFFFFF)
+    while True:
+        left = budget_seconds - spent() - 1.5 * scoring
+        if left <= 0:
+            break
+        ctree = to_cotengra(net, Tree(state.tree.ssa_path, []))
+        cand = _anneal(ctree, state.score.width_log2, min(round_seconds, left), rng)
+        cand_tree = from_cotengra(net, cand, "annealed tree")
+        state.rounds += 1
+        t_score = time.perf_counter()
+        try:
+            cand_score, _, _ = score_tree(net, cand_tree, target)
+        except PlanError:  # a tree whose slices fit nowhere: keep the best
+            cand_score = None
+        scoring = max(scoring, time.perf_counter() - t_score)
+        state.spent_seconds = spent()
+        state.cpu_seconds = base_cpu + cpu_seconds() - t_cpu
+        if cand_score is not None and cand_score.seconds < state.score.seconds:
+            state.tree = Tree(cand_tree.ssa_path, cand_tree.sliced,
+                              {"from": "annealed from " + str(state.tree.meta.get("from", "?"))})
+            state.score = cand_score
+            state.record("better")
+        state.save(out, net)
+        if progress is not None:
+            progress(state)
+    state.spent_seconds = spent()
+    state.cpu_seconds = base_cpu + cpu_seconds() - t_cpu
+    state.record("end")
+    state.save(out, net)
+    return state
+
+
+def _itemsize(dtype: str) -> int:
+    import numpy as np
+
+    return np.dtype(dtype).itemsize

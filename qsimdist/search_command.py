@@ -1,0 +1,99 @@
+"""``qsimdist search CIRCUIT --profile NAME --devices P --budget 30m --out TREE.json``.
+
+Registered in :mod:`qsimdist.cli`. Searches a contraction tree scored by the
+dp schedule's predicted time on the target (see :mod:`qsimdist.planner.search`),
+writes it with its budget and score history after every round, and resumes a
+search already in ``--out`` for the same target. ``qsimdist plan --tree``
+plans along the result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .config import DTYPES, ORDERS
+from .errors import InvalidInputError
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_budget(text: str) -> float:
+    """Seconds from ``90``, ``90s``, ``30m`` or ``1.5h``."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|m|min|h)?\s*", str(text))
+    if m is None or float(m.group(1)) <= 0:
+        raise InvalidInputError(
+            f"budget {text!r} is not a positive duration; e.g. 90, 90s, 30m or 1.5h")
+    return float(m.group(1)) * _UNITS[m.group(2) or ""]
+
+
+def _line(state) -> str:
+    sc = state.score
+    return (f"round {state.rounds}: {state.spent_seconds:7.1f} of {state.budget_seconds:.0f} s; "
+            f"best {sc.seconds:.4g} s predicted, 10^{math.log10(max(sc.flops_executed, 1)):.2f} "
+            f"FLOPs executed, {sc.n_slices} slice(s), groups of {sc.group_size}, peak "
+            f"{sc.peak_bytes_per_device / 1e9:.3g} GB per device")
+
+
+def search_command(
+    circuit: Path = typer.Argument(..., help="Circuit or network file."),
+    profile: str = typer.Option(..., "--profile", help="Hardware profile to score trees on "
+                                "(see 'qsimdist profiles')."),
+    out: Path = typer.Option(..., "--out", "-o", help="Tree file: written after every round; a "
+                             "search already there for the same target resumes."),
+    devices: Optional[int] = typer.Option(
+        None, "--devices", help="Devices P (a power of two); 1 gives the one-device baseline. "
+        "Default: one node."),
+    budget: str = typer.Option("10m", "--budget", help="Wall-clock budget, e.g. 600, 30m, 2h "
+                               "(a resumed search counts the time it already spent)."),
+    tree: Optional[Path] = typer.Option(None, "--tree", help="Start from this tree or path "
+                                        "(see 'qsimdist plan --tree') instead of cotengra's "
+                                        "hyper-optimiser."),
+    bitstring: Optional[str] = typer.Option(None, "--bitstring", "-b",
+                                            help="Bitstring pattern (* = open). Default: zeros."),
+    order: str = typer.Option("qiskit", "--order", help=f"Bitstring order: {' or '.join(ORDERS)}."),
+    dtype: str = typer.Option("complex64", "--dtype", help=f"One of {', '.join(DTYPES)}."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the search's random choices."),
+    fresh: bool = typer.Option(False, "--fresh", help="Start afresh even if --out holds a search."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end."),
+) -> None:
+    """Search a contraction tree scored by the dp schedule's predicted time on a target.
+
+    The result (the best tree, its predicted schedule, the budget spent and the
+    best score over time) goes to --out; plan along it with
+    'qsimdist plan CIRCUIT --tree OUT --profile NAME --devices P'.
+    """
+    from ._fileio import check_output_target
+    from .api import plan_network
+    from .hardware import load_profile
+    from .planner.search import Target, search
+    from .planner.trees import load_tree
+
+    seconds = parse_budget(budget)
+    if seed < 0:
+        raise InvalidInputError(f"--seed must be >= 0, got {seed}")
+    check_output_target(out, "--out")
+    prof = load_profile(profile)
+    p = devices if devices is not None else prof.devices_per_node
+    prof.check_devices(p)
+    net = plan_network(str(circuit), bitstrings=bitstring, order=order, memory_limit="none",
+                       dtype=dtype)
+    start = load_tree(tree, net) if tree is not None else None
+
+    def report(state) -> None:
+        typer.echo(_line(state), err=True)
+        sys.stderr.flush()
+
+    state = search(net, Target(prof, p, dtype), seconds, out=out, start=start, seed=seed,
+                   resume=not fresh, progress=report)
+    if as_json:
+        typer.echo(json.dumps(dict(state.meta()["search"], file=str(out))))
+        return
+    typer.echo(_line(state))
+    typer.echo(f"tree written to {out}")
