@@ -59,6 +59,9 @@ def search_command(
                                             help="Bitstring pattern (* = open). Default: zeros."),
     order: str = typer.Option("qiskit", "--order", help=f"Bitstring order: {' or '.join(ORDERS)}."),
     dtype: str = typer.Option("complex64", "--dtype", help=f"One of {', '.join(DTYPES)}."),
+    memory_limit: Optional[str] = typer.Option(
+        None, "--memory-limit", help="Memory usable per device, e.g. 16GiB (default: the "
+        "profile's usable memory)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the search's random choices."),
     fresh: bool = typer.Option(False, "--fresh", help="Start afresh even if --out holds a search."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end."),
@@ -82,6 +85,13 @@ def search_command(
     prof = load_profile(profile)
     p = devices if devices is not None else prof.devices_per_node
     prof.check_devices(p)
+    per_device = None
+    if memory_limit is not None:
+        from .engine.memory import MemoryBudget
+
+        per_device = MemoryBudget.resolve(memory_limit).limit
+        if per_device is None:
+            raise InvalidInputError("--memory-limit for a search needs a size, e.g. 16GiB")
     net = plan_network(str(circuit), bitstrings=bitstring, order=order, memory_limit="none",
                        dtype=dtype)
     start = load_tree(tree, net) if tree is not None else None
@@ -90,7 +100,7 @@ def search_command(
         typer.echo(_line(state), err=True)
         sys.stderr.flush()
 
-    state = search(net, Target(prof, p, dtype), seconds, out=out, start=start, seed=seed,
+    state = search(net, Target.with_memory(prof, p, dtype, per_device), seconds, out=out, start=start, seed=seed,
                    resume=not fresh, progress=report)
     if as_json:
         typer.echo(json.dumps(dict(state.meta()["search"], file=str(out))))

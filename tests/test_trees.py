@@ -199,3 +199,20 @@ def test_search_scores_the_target(net):
     assert np.isfinite(one.seconds) and one.group_size == 1
     assert one.peak_bytes_per_device <= load_profile("dgx-h100").usable_memory
     assert one.flops_executed == sch.predicted.flops_executed
+
+
+def test_search_for_a_per_device_memory(tmp_path, capsys):
+    """--memory-limit replaces the profile's memory per device: the best schedule fits it,
+    and a resumed search must name the same memory."""
+    out = tmp_path / "small.json"
+    args = ["search", CIRCUIT, "-b", BITS, "--profile", "local-cpu", "--devices", "2",
+            "--out", out, "--memory-limit", "4KiB"]
+    rc, stdout, err = cli(capsys, *args, "--budget", "3", "--json")
+    assert rc == 0, err
+    got = json.loads(stdout)
+    assert got["target"]["usable_memory_per_device"] == 4096
+    assert 0 < got["score"]["peak_bytes_per_device"] <= 4096
+    rc, _, err = cli(capsys, *args[:-1], "8KiB", "--budget", "4")
+    one_error_line(rc, err, "holds a search for")
+    rc, _, err = cli(capsys, *args[:-1], "none", "--budget", "4")
+    one_error_line(rc, err, "needs a size")

@@ -34,15 +34,34 @@ def base_plan(data: Path, stars: int):
                          order="natural", memory_limit="none", max_repeats=64)
 
 
-def make_plans(base, limit_fraction: float, nranks: int, profile):
+def tree_plan(data: Path, stars: int, tree: str):
+    """The n30 amplitude plan along a searched tree (``qsimdist search``), unsliced, its
+    slicing kept as the search's for the distribution planner."""
+    import qsimdist
+
+    circuit = data / "circuits" / "circuit_n30_m14_s0_e0_pEFGH.qsim"
+    plan = qsimdist.plan(str(circuit), bitstrings="*" * stars + "0" * (30 - stars),
+                         order="natural", memory_limit="none", tree=tree)
+    from qsimdist.planner.plan import build_plan
+
+    return build_plan(plan.network, plan.path, [], plan.dtype, meta=plan.meta)
+
+
+def make_plans(base, limit_fraction: float, nranks: int, profile, base_two=None,
+               limit_bytes: int | None = None):
+    """(slice-only plan on ``base``, distributed plan on ``base_two`` or ``base``, limit,
+    largest intermediate of ``base``)."""
     import dataclasses
 
     from qsimdist.planner.distribution import schedule, scheduled_plan
 
     isz = np.dtype(base.dtype).itemsize
-    limit = int(base.stats.max_intermediate * isz * limit_fraction)
+    limit = (int(limit_bytes) if limit_bytes is not None
+             else int(base.stats.max_intermediate * isz * limit_fraction))
     prof = dataclasses.replace(profile, memory_bytes=limit, usable_memory_fraction=1.0)
     slice_only = schedule(base, prof, nranks, "slice_only")
+    one = base
+    base = base_two if base_two is not None else base
     dist = schedule(base, prof, nranks, "dp")
     if dist.group_size == 1:  # the model preferred slicing: take the best sharded schedule
         from qsimdist.planner.distribution import BIG_FRACTIONS, schedule_slice, sliced_plan
@@ -58,8 +77,8 @@ def make_plans(base, limit_fraction: float, nranks: int, profile):
                     best = (s, sp)
             target //= 2
         dist = best[0]
-    return (scheduled_plan(base, slice_only), scheduled_plan(base, dist), limit,
-            base.stats.max_intermediate * isz)
+    return (scheduled_plan(one, slice_only), scheduled_plan(base, dist), limit,
+            one.stats.max_intermediate * isz)
 
 
 def timed_runs(comm, plans: dict, repeats: int):
@@ -101,16 +120,29 @@ def main(argv: list[str] | None = None) -> dict | None:
     ap.add_argument("--limit-fraction", type=float, default=0.6)
     ap.add_argument("--stars", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--tree-one", default=None, help="the competitive one-device tree "
+                    "(qsimdist search --devices 1) for slice-only")
+    ap.add_argument("--tree-two", default=None, help="the tree searched for the ranks "
+                    "(qsimdist search --devices 2) for the distributed schedule")
+    ap.add_argument("--limit-bytes", type=int, default=None,
+                    help="per-rank limit in bytes (default: --limit-fraction of the largest "
+                    "intermediate); the trees' searches should use the same")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
     t0 = time.perf_counter()
-    base = base_plan(Path(args.data), args.stars) if comm.rank == 0 else None
+    data = Path(args.data)
+    base = two = None
+    if comm.rank == 0:
+        base = (tree_plan(data, args.stars, args.tree_one) if args.tree_one
+                else base_plan(data, args.stars))
+        two = tree_plan(data, args.stars, args.tree_two) if args.tree_two else None
     info = {}
 
     def build(profile):
         def run():
-            a, b, limit, biggest = make_plans(base, args.limit_fraction, comm.size, profile)
+            a, b, limit, biggest = make_plans(base, args.limit_fraction, comm.size, profile,
+                                              base_two=two, limit_bytes=args.limit_bytes)
             info.update(limit=limit, biggest=biggest)
             return {"slice_only": a.to_dict(), "distributed": b.to_dict()}
         return run
@@ -136,7 +168,9 @@ def main(argv: list[str] | None = None) -> dict | None:
     e2 = med["slice_only"] / med["distributed"]
     limit, biggest = info["limit"], info["biggest"]
     out = {
-        "ranks": comm.size, "limit_bytes": limit, "largest_intermediate_bytes": biggest,
+        "ranks": comm.size, "limit_bytes": limit,
+        "trees": {"slice_only": args.tree_one, "distributed": args.tree_two},
+        "largest_intermediate_bytes": biggest,
         "wall_s": time.perf_counter() - t0, "rel_diff_between_results": err,
         "fitted_profile": {"complex64_flops": fitted.flops["complex64"],
                            "step_overhead_s": fitted.step_overhead,

@@ -44,6 +44,17 @@ class Target:
     devices: int
     dtype: str = "complex64"
 
+    @classmethod
+    def with_memory(cls, profile: HardwareProfile, devices: int, dtype: str,
+                    memory_bytes: int | None) -> Target:
+        """The target with ``memory_bytes`` usable per device instead of the profile's."""
+        if memory_bytes is not None:
+            import dataclasses
+
+            profile = dataclasses.replace(profile, memory_bytes=int(memory_bytes),
+                                          usable_memory_fraction=1.0)
+        return cls(profile, devices, dtype)
+
     def describe(self) -> dict:
         return {"profile": self.profile.name, "devices": self.devices, "dtype": self.dtype,
                 "usable_memory_per_device": self.profile.usable_memory}
@@ -132,12 +143,13 @@ def _resume(path: Path, net: Network, target: Target) -> dict | None:
         return None
     want = target.describe()
     got = info.get("target", {})
-    if {k: got.get(k) for k in ("profile", "devices", "dtype")} != \
-            {k: want[k] for k in ("profile", "devices", "dtype")}:
+    keys = ("profile", "devices", "dtype", "usable_memory_per_device")
+    if {k: got.get(k) for k in keys} != {k: want[k] for k in keys}:
         raise InvalidInputError(
             f"{path} holds a search for {got.get('profile')} x {got.get('devices')} "
-            f"({got.get('dtype')}), not {want['profile']} x {want['devices']} "
-            f"({want['dtype']}); name another --out or the same target")
+            f"({got.get('dtype')}, {got.get('usable_memory_per_device')} B per device), not "
+            f"{want['profile']} x {want['devices']} ({want['dtype']}, "
+            f"{want['usable_memory_per_device']} B); name another --out or the same target")
     try:
         return {"tree": tree, "spent": float(info["spent_seconds"]),
                 "cpu": float(info.get("cpu_seconds", 0.0)), "rounds": int(info["rounds"]),

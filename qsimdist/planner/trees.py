@@ -194,8 +194,8 @@ def from_cotengra(net: Network, ctree, source: str = "cotengra tree") -> Tree:
     missing = [s for s in sliced_syms if s not in rename]
     if missing:
         raise PlanFormatError(f"{source}: sliced indices {missing[:3]} are not in the network")
-    # sliced indices were removed from the tree's inputs' sizes: the canonical check
-    # above compares full sizes because cotengra keeps size_dict whole
+    # (a sliced cotengra tree keeps its inputs and size_dict whole, so the check above
+    # compares full extents)
     return Tree(_check_ssa([list(p) for p in ssa], net.num_tensors, source),
                 [rename[s] for s in sliced_syms], {"from": "cotengra ContractionTree"})
 

@@ -1,0 +1,210 @@
+"""Searched trees beside the paper: R_P and E_P against a competitive one-device baseline.
+
+    python -m qsimdist.bench.trees [--data ../shared/data] [--only n60m24 ...]
+        [--search 45m --targets dgx-h100:8 dgx-h100:1] [--json OUT]
+
+For each workload (n60m24, n53m20 and the three lattice networks of
+:mod:`qsimdist.bench.lattice`) and target (dgx-h100 at P = 8, h100-ib at
+P = 1024):
+
+* the dp schedule of the tree searched for that target
+  (``plans/trees/<workload>_<profile>-<P>.json``, written by
+  :func:`qsimdist.planner.search.search`, or ``qsimdist search``), scored by
+  its predicted seconds;
+* the competitive one-device baseline: the tree the same search found for
+  P = 1 (``..._dgx-h100-1.json``) with the same budget and the same memory
+  per device, on one device;
+* R_P and E_P against that baseline, beside today's definition (slice-only on
+  the P-device tree), the per-device peak and the budget both searches spent;
+* the paper's numbers (PAPER.md, Tables 1 and 2).
+
+A target without a searched tree uses the workload's saved plan for both
+sides, and the row says "not searched". ``--search BUDGET`` runs the missing
+searches of ``--targets`` first (each starts from the saved plan's tree, so
+the P-device search and the baseline start from the same place). **Every
+number is a cost-model prediction** except the budgets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+from .distribution import PLANS
+
+TREES = PLANS / "trees"
+TARGETS = (("dgx-h100", 8), ("h100-ib", 1024))
+BASELINE = ("dgx-h100", 1)  # the same H100 memory per device as h100-ib
+#: the paper's rows (PAPER.md): R_P, E_P; n60m24's one-GPU FLOPs rebuilt from Table 2
+#: (S_1024 t_1024 2^20 x 28.1 TFLOP/s = 10^25.41)
+PAPER = {
+    "n60m24": {8: (18.5, 18.5), 1024: (418.0, 41.8), "log10_flops_1": 25.41},
+    "hex": {8: (197.8, 172.9), 1024: (1.49e6, 67_869.0)},
+    "rect": {8: (9.3, 9.4), 1024: (3154.0, 216.0)},
+    "tri": {8: (7.4, 7.0), 1024: (986.0, 132.6)},
+}
+WORKLOADS = ("n60m24", "n53m20", "rect", "hex", "tri")
+
+
+def network_and_start(name: str, data: Path):
+    """(network, start tree, saved-plan file) of a workload."""
+    from qsimdist.planner.trees import load_tree
+
+    if name in ("rect", "hex", "tri"):
+        from . import lattice
+
+        net = lattice.workload_network(name)
+        saved = lattice.plan_path(name)
+    else:
+        from qsimdist.api import plan_network
+
+        from .distribution import workloads
+
+        source, kw = workloads(data)[name]
+        net = plan_network(source, bitstrings=kw["bitstrings"], order=kw["order"],
+                           memory_limit="none")
+        saved = PLANS / f"{name}.json"
+    return net, load_tree(saved, net), saved
+
+
+def tree_file(name: str, profile: str, devices: int) -> Path:
+    return TREES / f"{name}_{profile}-{devices}.json"
+
+
+def run_search(name: str, data: Path, profile: str, devices: int, budget: float) -> None:
+    from qsimdist.hardware import load_profile
+    from qsimdist.planner.search import Target, search
+
+    net, start, _ = network_and_start(name, data)
+    TREES.mkdir(parents=True, exist_ok=True)
+
+    def say(state) -> None:
+        sc = state.score
+        print(f"  {name} {profile} x {devices} round {state.rounds}: {state.spent_seconds:.0f} s"
+              f", 10^{math.log10(sc.flops_executed):.3f} FLOPs, {sc.seconds:.4g} s predicted",
+              flush=True)
+
+    search(net, Target(load_profile(profile), devices), budget,
+           out=tree_file(name, profile, devices), start=start, progress=say)
+
+
+def _searched(name: str, net, profile: str, devices: int):
+    from qsimdist.planner.trees import load_tree
+
+    path = tree_file(name, profile, devices)
+    if not path.exists():
+        return None, None
+    tree = load_tree(path, net)
+    return tree, tree.meta.get("search", {})
+
+
+def row(name: str, data: Path, profile: str, devices: int) -> dict:
+    from qsimdist.hardware import load_profile
+    from qsimdist.planner.distribution import schedule
+    from qsimdist.planner.search import Target, score_tree
+
+    net, start, saved = network_and_start(name, data)
+    prof = load_profile(profile)
+    tree_p, info_p = _searched(name, net, profile, devices)
+    tree_1, info_1 = _searched(name, net, *BASELINE)
+    searched = tree_p is not None and tree_1 is not None
+    if not searched:
+        tree_p = tree_1 = start
+    t0 = time.perf_counter()
+    dp, _, plan_p = score_tree(net, tree_p, Target(prof, devices))
+    base, _, _ = score_tree(net, tree_1, Target(load_profile(BASELINE[0]), 1))
+    today = schedule(plan_p, prof, devices, "slice_only").predicted
+    planning = time.perf_counter() - t0
+    paper = PAPER.get(name, {})
+    out = {
+        "workload": name, "profile": profile, "devices": devices,
+        "trees": "searched" if searched else f"not searched (the saved plan {saved.name})",
+        "search_budget_seconds": {
+            "P": info_p.get("spent_seconds") if searched else 0,
+            "P=1": info_1.get("spent_seconds") if searched else 0},
+        "search_cpu_seconds": {
+            "P": info_p.get("cpu_seconds") if searched else 0,
+            "P=1": info_1.get("cpu_seconds") if searched else 0},
+        "log10_flops_baseline_1": math.log10(base.flops_executed),
+        "log10_flops_dp": math.log10(dp.flops_executed),
+        "predicted_seconds_dp": dp.seconds,
+        "predicted_seconds_baseline_1": base.seconds,
+        "R_P_competitive": base.flops_executed / dp.flops_executed,
+        "E_P_competitive": base.seconds / devices / dp.seconds,
+        "R_P_today": today.flops_executed / dp.flops_executed,
+        "E_P_today": today.seconds / dp.seconds,
+        "peak_bytes_per_device": dp.peak_bytes_per_device,
+        "usable_memory": prof.usable_memory,
+        "group_size": dp.group_size,
+        "n_slices": dp.n_slices,
+        "paper_R_P": paper.get(devices, (None, None))[0],
+        "paper_E_P": paper.get(devices, (None, None))[1],
+        "planning_seconds": planning,
+    }
+    if "log10_flops_1" in paper:
+        out["paper_log10_flops_1"] = paper["log10_flops_1"]
+        out["paper_log10_flops_P"] = paper["log10_flops_1"] - math.log10(paper[devices][0])
+    return out
+
+
+def markdown(rows: list[dict]) -> str:
+    def f(x, spec="{:.3g}"):
+        return "—" if x is None else spec.format(x)
+
+    lines = ["| workload | target | trees | one-device FLOPs (competitive) | dp FLOPs | R_P "
+             "competitive | E_P competitive | R_P today | E_P today | peak / usable per "
+             "device | search budget spent (P, P=1) | paper R_P | paper E_P |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        b = r["search_budget_seconds"]
+        lines.append(
+            f"| {r['workload']} | {r['profile']} x {r['devices']} | {r['trees']} | "
+            f"10^{r['log10_flops_baseline_1']:.2f} | 10^{r['log10_flops_dp']:.2f} | "
+            f"{f(r['R_P_competitive'])} | {f(r['E_P_competitive'])} | {f(r['R_P_today'])} | "
+            f"{f(r['E_P_today'])} | {r['peak_bytes_per_device'] / 1e9:.1f} / "
+            f"{r['usable_memory'] / 1e9:.0f} GB | {f(b['P'], '{:.0f}')} s, "
+            f"{f(b['P=1'], '{:.0f}')} s | {f(r['paper_R_P'])} | {f(r['paper_E_P'])} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    from qsimdist.search_command import parse_budget
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default="../shared/data")
+    ap.add_argument("--only", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
+    ap.add_argument("--search", default=None, help="run the missing searches of --targets "
+                    "first, each with this budget (e.g. 45m)")
+    ap.add_argument("--targets", nargs="+", default=["dgx-h100:8", "dgx-h100:1"],
+                    help="PROFILE:P for --search")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    data = Path(args.data)
+    if args.search is not None:
+        budget = parse_budget(args.search)
+        for name in args.only:
+            for spec in args.targets:
+                prof, p = spec.split(":")
+                if not tree_file(name, prof, int(p)).exists():
+                    run_search(name, data, prof, int(p), budget)
+    rows = []
+    for name in args.only:
+        for prof, p in TARGETS:
+            r = row(name, data, prof, p)
+            rows.append(r)
+            print(f"{name:8} {prof:>9} x {p:<5} dp 10^{r['log10_flops_dp']:.2f} vs one device "
+                  f"10^{r['log10_flops_baseline_1']:.2f}: R_P {r['R_P_competitive']:.3g} "
+                  f"(today {r['R_P_today']:.3g}), E_P {r['E_P_competitive']:.3g} (today "
+                  f"{r['E_P_today']:.3g}); {r['trees']}; {r['planning_seconds']:.0f} s",
+                  flush=True)
+    print(markdown(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
