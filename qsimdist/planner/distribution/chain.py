@@ -80,7 +80,16 @@ def solve_chain(start: Bits, steps: Sequence[ChainStep], d: int, model: CostMode
             nxt[j] = move_best
         if not nxt:
             return ChainSolution(inf, (), ())
-        best = nxt
+        # what a state costs from here on depends only on the bits it holds: of the states
+        # holding the same bits keep the cheapest (exact; keeps the chain's states to the
+        # distinct layouts, not one per step: a 1,000-step chain was quadratic)
+        by_bits: dict[Bits, int] = {}
+        for state, (cost, _) in nxt.items():
+            key = tuple(bits_of(state))
+            held = by_bits.get(key)
+            if held is None or cost < nxt[held][0]:
+                by_bits[key] = state
+        best = {state: nxt[state] for state in by_bits.values()}
     cost, hist = min(best.values(), key=lambda v: v[0])
     # the bits a device holds after a move keep the positions of the bits that stay
     per_step, current, moves = [], tuple(start), set(hist)
