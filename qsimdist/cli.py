@@ -187,19 +187,20 @@ def amplitude(
     Under 'mpiexec -n P' the plan is made once on rank 0 for P ranks and run
     distributed; rank 0 prints the result.
     """
-    from .api import _circuit, _path_options, amplitudes, distributed_amplitudes
+    from .api import amplitudes, distributed_amplitudes
+    from .engine.amplitudes import load_circuit, path_options_from
 
     options = dict(order=order, dtype=dtype, memory_limit=memory_limit, backend=backend,
                    gemm=gemm)
     with _progress("contracting") as progress:
         if _under_mpi():
             # rank 0 alone reads the circuit and the bitstrings, routes and plans
-            opts = _path_options(None, max_time, max_repeats)
+            opts = path_options_from(None, max_time, max_repeats)
             res = distributed_amplitudes(
                 circuit, lambda n: _read_bitstrings(bitstrings or [], bitstrings_file)
                 or ["0" * n], profile=profile, opts=opts, progress=progress, **options)
         else:
-            gc = _circuit(circuit)
+            gc = load_circuit(circuit)
             bits = _read_bitstrings(bitstrings or [], bitstrings_file) or ["0" * gc.n_qubits]
             res = amplitudes(gc, bits, max_time=max_time, max_repeats=max_repeats,
                              progress=progress, profile=profile, **options)
@@ -364,7 +365,8 @@ def run(
     """
     import numpy as np
 
-    from .api import _to_numpy, check_plan_fits
+    from .api import check_plan_fits
+    from .engine.amplitudes import to_numpy
     from .config import check_gemm
     from .frontends import bitstring_chunks
     from .planner.plan import Plan
@@ -390,7 +392,7 @@ def run(
         check_plan_fits(p, memory_limit)  # before anything is allocated
     pattern = p.meta.get("bitstring")
     with _progress("slices") as progress:
-        value = np.asarray(_to_numpy(p.execute(backend=backend, progress=progress,
+        value = np.asarray(to_numpy(p.execute(backend=backend, progress=progress,
                                                **options))).reshape(-1)
     if "stats" in options:
         gathered = options["comm"].gather(options["stats"].to_dict(), root=0)

@@ -651,7 +651,7 @@ class ExpectationEngine:
                                      path_options=self.path_options, executor="mpi",
                                      profile=self._profile, comm=self.comm)
         else:
-            from .api import check_plan_fits
+            from .engine.amplitudes import check_plan_fits
 
             plan, reused = PLANS.get(net, dtype=self.dtype, limit=self._limit,
                                      path_options=self.path_options)

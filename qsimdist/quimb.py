@@ -314,7 +314,7 @@ def run_network(net: Network, options: ContractOptions, compute_dtype: str,
     ``net.meta["exponent"]`` is not applied here; the callers add it.
 
     """
-    from .api import check_plan_fits
+    from .engine.amplitudes import check_plan_fits
     from .planner.simplify import simplify
 
     executor = options.resolved_executor()

@@ -152,7 +152,7 @@ class Contractor:
                                      path_options=path_options, executor="mpi",
                                      profile=self.profile, comm=self.comm)
         else:
-            from .api import check_plan_fits
+            from .engine.amplitudes import check_plan_fits
 
             plan, reused = PLANS.get(net, dtype=self.dtype, limit=self.limit,
                                      path_options=path_options)

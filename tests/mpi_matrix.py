@@ -75,7 +75,7 @@ def circuit_args(name: str) -> list[str]:
 
 def n_qubits(name: str) -> int:
     import qsimdist
-    from qsimdist.api import _circuit
+    from qsimdist.engine.amplitudes import load_circuit as _circuit
 
     del qsimdist
     return _circuit(str(circuit_path(name))).n_qubits
@@ -109,7 +109,8 @@ def forcing_limit(name: str, bits: list[str], ranks: int) -> tuple[int | None, b
     that still holds the statevector; where not even half the unsliced peak plans,
     the peak itself."""
     import qsimdist
-    from qsimdist.api import _circuit, choose_route, covering_pattern
+    from qsimdist.api import choose_route, covering_pattern
+    from qsimdist.engine.amplitudes import load_circuit as _circuit
     from qsimdist.engine.distributed import distribute, profile_for
     from qsimdist.errors import QsimdistError
 

@@ -23,6 +23,7 @@ from qiskit import QuantumCircuit, qasm2
 from qiskit.quantum_info import Statevector
 
 import qsimdist
+import qsimdist.engine.amplitudes
 import qsimdist.engine.memory
 from qsimdist.cli import main
 from qsimdist.errors import BitstringError, PlanError, QsimdistError
@@ -119,6 +120,8 @@ def small_plan(tmp_path) -> Path:
 # ------------------------------------------ root cause 2: '*' kept as an array
 def test_output_size_is_refused_before_the_network_is_built(monkeypatch):
     monkeypatch.setattr(qsimdist.api, "amplitude_network", _no_call("amplitude_network"))
+    monkeypatch.setattr(qsimdist.engine.amplitudes, "amplitude_network",
+                        _no_call("amplitude_network"))
     with pytest.raises(PlanError) as info:
         qsimdist.amplitudes(hadamards(28), "*" * 28, memory_limit="1GiB")
     msg = str(info.value)
@@ -130,6 +133,8 @@ def test_output_size_is_refused_before_the_network_is_built(monkeypatch):
 
 def test_cli_refuses_wide_output_with_need_and_limit(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(qsimdist.api, "amplitude_network", _no_call("amplitude_network"))
+    monkeypatch.setattr(qsimdist.engine.amplitudes, "amplitude_network",
+                        _no_call("amplitude_network"))
     qasm = write_qasm(hadamards(28), tmp_path / "h28.qasm")
     rc, out, err = cli(capsys, "amplitude", qasm, "*" * 28, "--memory-limit", "100MiB")
     assert_error(rc, err, "2.00 GiB", "100.00 MiB")
@@ -472,7 +477,7 @@ def test_batches_keep_most_of_the_memory_limit_in_reserve(monkeypatch):
     bits = ["".join(r) for r in rng.choice(["0", "1"], size=(300, n))]
     limit = 256 * 1024
     asked, used = [], []
-    real_make, real_batch = qsimdist.api.make_plan, qsimdist.api._plan_batch
+    real_make, real_batch = qsimdist.engine.amplitudes.make_plan, qsimdist.api.plan_batch
 
     def recording(net, **kw):
         asked.append(kw["memory_limit"])
@@ -483,8 +488,8 @@ def test_batches_keep_most_of_the_memory_limit_in_reserve(monkeypatch):
         used.append((chosen, p.stats.peak_bytes))
         return p
 
-    monkeypatch.setattr(qsimdist.api, "make_plan", recording)
-    monkeypatch.setattr(qsimdist.api, "_plan_batch", batch)
+    monkeypatch.setattr(qsimdist.engine.amplitudes, "make_plan", recording)
+    monkeypatch.setattr(qsimdist.api, "plan_batch", batch)
     res = qsimdist.amplitudes(qc, bits + ["0" * (n - 2) + "**"], memory_limit=limit,
                               method="tensor-network")
     assert np.max(np.abs(res.amplitudes[:300] - [sv[int(b, 2)] for b in bits])) < 1e-5

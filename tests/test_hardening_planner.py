@@ -416,8 +416,8 @@ def test_contraction_tree_of_a_circuit_plan():
 
 
 def test_a_users_seed_survives_max_repeats():
-    """api._path_options kept every field but the seed when --max-repeats was given."""
-    from qsimdist.api import _path_options
+    """path_options_from kept every field but the seed when --max-repeats was given."""
+    from qsimdist.engine.amplitudes import path_options_from as _path_options
     from qsimdist.planner.path import PathOptions
 
     opts = _path_options(PathOptions(seed=17, minimize="size"), None, 3)

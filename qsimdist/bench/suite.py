@@ -177,7 +177,7 @@ def _cpu_model() -> str:
 
 def machine_info() -> dict:
     """CPU model, cores, memory, OS and load average of this machine."""
-    from ..api import machine_memory
+    from ..engine.memory import machine_memory
 
     info = {"cpu_model": _cpu_model(), "cores": os.cpu_count(), "memory_bytes": machine_memory(),
             "platform": platform.platform(), "hostname_hash": hash(platform.node()) & 0xFFFF}

@@ -176,7 +176,7 @@ class MLDecoder:
                 batch //= 2
                 net = build_network(self.model, batch=batch)
             self.plan = _sweep_plan(net, ssa, self.memory_limit)
-        from ..api import check_plan_fits
+        from ..engine.amplitudes import check_plan_fits
 
         check_plan_fits(self.plan, self.budget)  # 'none' still keeps within the host
         self.batch_size = batch

@@ -1,0 +1,381 @@
+"""Amplitudes on either route: the work behind :func:`qsimdist.amplitudes`.
+
+The entry points (:mod:`qsimdist.api`, the CLI, the Qiskit primitives) resolve
+their options and call in here:
+
+* :func:`amplitude_inputs` — the circuit and validated bitstrings, a pattern
+  whose output cannot fit refused before anything is built;
+* :func:`statevector_amplitudes` — every amplitude read from one full state;
+* :func:`network_amplitudes` — one contraction per pattern or chosen batch of
+  bitstrings, plans shared through :data:`qsimdist.engine.cache.PLANS`;
+* :func:`distributed_amplitudes` — the same under ``mpiexec``: rank 0 routes
+  and plans, every rank runs;
+* the checks every door shares: :func:`check_fits`, :func:`check_plan_fits`,
+  :func:`check_output`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..config import format_bytes
+from ..errors import BitstringError, InvalidInputError, PlanError, shorten
+from ..frontends import GateCircuit, amplitude_network, load, parse_bitstring
+from ..network import Network
+from ..planner.path import PathOptions
+from ..planner.plan import Plan, make_plan
+from ..planner.simplify import DEFAULT_SEQUENCE, simplify
+from .batching import BATCH_PLAN_SHARE, MAX_STARS, batches
+from .cache import PLANS
+from .memory import MemoryBudget
+from .results import AmplitudeResult
+from .router import Route, contraction_price, fuse_for_network, route_amplitudes
+
+
+def load_circuit(source) -> GateCircuit:
+    obj = load(source)
+    if isinstance(obj, Network):
+        raise InvalidInputError(
+            "amplitudes need a circuit, but this input is a tensor network; use contract() "
+            "(CLI: 'qsimdist plan NETWORK.json' / 'qsimdist run')"
+        )
+    return obj
+
+
+def bitstring_list(bitstrings) -> list[str]:
+    """A string or an iterable of strings as a list; anything else is a BitstringError."""
+    if isinstance(bitstrings, str):
+        return [bitstrings]
+    if isinstance(bitstrings, (bytes, bytearray)) or not isinstance(bitstrings, Iterable):
+        raise BitstringError(
+            f"bitstrings must be a string of 0, 1 and * or a list of such strings, got "
+            f"{shorten(bitstrings)} ({type(bitstrings).__name__})"
+        )
+    out = list(bitstrings)
+    for b in out:
+        if not isinstance(b, str):
+            raise BitstringError(
+                f"each bitstring must be a string of 0, 1 and *, got {shorten(b)} "
+                f"({type(b).__name__})"
+            )
+    return out
+
+
+def check_bitstrings(bitstrings: list[str], n_qubits: int, order: str) -> None:
+    """Validate many bitstrings at once (the first bad one raises its own message)."""
+    if all(len(b) == n_qubits for b in bitstrings) and set("".join(bitstrings)) <= set("01*"):
+        return
+    for b in bitstrings:
+        parse_bitstring(b, n_qubits, order)
+
+
+def covering_pattern(bitstrings: str | Sequence[str]) -> str:
+    """One pattern with ``*`` wherever the given bitstrings differ."""
+    bitstrings = bitstring_list(bitstrings)
+    if len(bitstrings) == 1:
+        return bitstrings[0]
+    if not bitstrings:
+        raise BitstringError("no bitstrings given")
+    first = bitstrings[0]
+    lengths = {len(b) for b in bitstrings}
+    if len(lengths) != 1:
+        raise BitstringError(f"bitstrings have different lengths {sorted(lengths)}")
+    chars = [
+        "*" if any(b[k] != first[k] for b in bitstrings) else first[k] for k in range(len(first))
+    ]
+    return "".join(chars)
+
+
+def check_fits(need: int, memory_limit, what: str) -> None:
+    """Refuse (PlanError) when ``need`` bytes exceed the budget (``none``: the machine's memory)."""
+    MemoryBudget.resolve(memory_limit).check(need, what)
+
+
+def check_plan_fits(plan: Plan, memory_limit=None) -> None:
+    """Refuse to execute ``plan`` when its peak exceeds what this machine may give it.
+
+    ``memory_limit``: an explicit size, ``None`` for the default (a share of
+    the memory available now), or ``"none"`` (physical memory + swap).
+    """
+    check_fits(plan.stats.peak_bytes, memory_limit,
+               f"executing this plan (peak memory {format_bytes(plan.stats.peak_bytes)})")
+
+
+def check_output(n_open: int, dtype: str, memory_limit, bounded_none: bool = True) -> None:
+    """Refuse a pattern whose output alone does not fit, before anything is built.
+
+    ``bounded_none=False`` (planning only, e.g. for many devices): ``none`` means no bound.
+    """
+    if n_open > MAX_STARS:
+        raise BitstringError(
+            f"{n_open} open qubits would batch 2^{n_open} amplitudes; at most {MAX_STARS} '*' "
+            "are allowed"
+        )
+    if not bounded_none and MemoryBudget.resolve(memory_limit).unbounded:
+        return
+    need = (1 << n_open) * np.dtype(dtype).itemsize
+    check_fits(need, memory_limit, f"the output of {n_open} open qubits alone ({dtype})")
+
+
+def simplify_within(net: Network, seq: str, limit: int | None, dtype: str) -> Network:
+    """Simplify ``net``; a cheap network is left as it is only when memory is no concern.
+
+    Simplification also shrinks the leaves every slice loads, so under a
+    memory limit that the unsimplified leaves would crowd, it always runs.
+    """
+    from ..planner.simplify import CHEAP_SIZE
+
+    itemsize = np.dtype(dtype).itemsize
+    leaves = sum(math.prod(net.size_dict[i] for i in t) for t in net.inputs) * itemsize
+    roomy = limit is None or 4 * (leaves + CHEAP_SIZE * itemsize) <= limit
+    return simplify(net, seq, skip_cheap=roomy)
+
+
+def path_options_from(path_options, max_time, max_repeats) -> PathOptions:
+    if isinstance(path_options, dict):
+        path_options = PathOptions(**path_options)
+    opts = path_options or PathOptions()
+    if max_time is not None or max_repeats is not None:
+        opts = dataclasses.replace(
+            opts,
+            max_repeats=max_repeats if max_repeats is not None else opts.max_repeats,
+            max_time=max_time if max_time is not None else opts.max_time,
+        )
+    return opts
+
+
+def statevector_amplitudes(gc: GateCircuit, bitstrings: list[str], order: str, dtype: str,
+                            route: Route, progress) -> AmplitudeResult:
+    """Every requested amplitude read from the full state (fused gates applied in order)."""
+    from .router import final_state
+    from ..executors.statevector import bitstring_amplitudes, pattern_amplitudes
+    from ..frontends import open_qubits
+    from ..frontends.fusion import fusion_info, statevector_flops
+
+    t0 = time.perf_counter()
+    width = route.fusion_width or 4
+    state, fused, fuse_seconds = final_state(gc, dtype, route, progress)
+    t1 = t0 + fuse_seconds
+    fixed = [i for i, b in enumerate(bitstrings) if "*" not in b]
+    values: list[np.ndarray | None] = [None] * len(bitstrings)
+    picked = bitstring_amplitudes(state, [bitstrings[i] for i in fixed], order)
+    for k, i in enumerate(fixed):
+        values[i] = picked[k:k + 1].copy()
+    for i, b in enumerate(bitstrings):
+        if "*" in b:
+            values[i] = pattern_amplitudes(state, parse_bitstring(b, gc.n_qubits, order),
+                                           open_qubits(b, order))
+    t2 = time.perf_counter()
+    stats = {"method": "statevector", "flops": statevector_flops(fused),
+             "plan_seconds": t1 - t0, "execute_seconds": t2 - t1,
+             "peak_bytes": route.statevector_bytes or state.nbytes, "transposed_bytes": 0,
+             "n_slices": 0, "path_cache_hits": 0, "contractions": 1, "plans_reused": 0,
+             "fusion": fusion_info(gc, fused, width).to_dict(), "route": route.to_dict()}
+    if progress is not None:
+        progress("amplitudes", 1, 1)
+    return AmplitudeResult(bitstrings, values, gc.n_qubits, dtype, order, stats)
+
+
+def plan_batch(net: Network, dtype: str, limit: int | None, opts: PathOptions,
+                chosen: bool) -> Plan:
+    """Plan one contraction; a batch qsimdist chose itself must peak within a quarter of the limit.
+
+    The local executor keeps up to twice the plan's peak in free buffers beside
+    the live peak (executors/local.py BufferPool), and the arrays already held
+    need room too; a batch's width is ours to choose, not the user's. The plan
+    made against the whole limit is kept when its own peak is that small
+    (planning against a quarter can pick a costlier path: 1.3x the FLOPs and
+    8.7 GB of transposes on the n30 reference batches); otherwise the batch is
+    re-planned within the quarter (the path search is cached by structure).
+    """
+    full = make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts)
+    if not chosen or limit is None or BATCH_PLAN_SHARE * full.stats.peak_bytes <= limit:
+        return full
+    try:
+        return make_plan(net, dtype=dtype, memory_limit=limit // BATCH_PLAN_SHARE,
+                         path_options=opts)
+    except PlanError:
+        return full
+
+
+def amplitude_inputs(circuit, bitstrings, dtype: str, order: str,
+                      memory_limit) -> tuple[GateCircuit, list[str]]:
+    """The circuit and validated bitstrings; a pattern whose output cannot fit is refused."""
+    bitstrings = bitstring_list(bitstrings)
+    if not bitstrings:
+        raise BitstringError("no bitstrings given")
+    gc = load_circuit(circuit)
+    check_bitstrings(bitstrings, gc.n_qubits, order)
+    for b in bitstrings:
+        if "*" in b:
+            check_output(b.count("*"), dtype, memory_limit)
+    return gc, bitstrings
+
+
+def network_amplitudes(gc: GateCircuit, bitstrings: list[str], route: Route,
+                        budget: MemoryBudget, make: Callable[[Network, bool], Plan],
+                        run: Callable[[Plan], object], *, order: str, dtype: str,
+                        simplify_sequence: str, opts: PathOptions, progress, batch: bool,
+                        method: str, variant: tuple = ("local",)) -> AmplitudeResult:
+    """The tensor-network route: one contraction per pattern or batch of bitstrings.
+
+    ``make(network, chosen)`` plans a contraction (``chosen``: a batch qsimdist
+    chose itself) and ``run(plan)`` executes it; contractions with the same
+    network structure reuse one plan from the process's plan cache
+    (:data:`qsimdist.engine.cache.PLANS`, keyed with ``variant``: what else
+    changes the plan ``make`` builds).
+    """
+    gc_net = fuse_for_network(gc)
+    # work items: (pattern, [(slot in the result, offsets in its array or None for all)])
+    fixed = [i for i, b in enumerate(bitstrings) if "*" not in b]
+    work: list[tuple[str, list[int], list[int] | None]] = [
+        (b, [i], None) for i, b in enumerate(bitstrings) if "*" in b
+    ]
+    grouping: dict = {}
+    if fixed and batch:
+        price = contraction_price(gc, order)
+        for pattern, idx, offs in batches(gc, [bitstrings[i] for i in fixed], dtype, budget,
+                                          price=price, report=grouping):
+            work.append((pattern, [fixed[i] for i in idx], offs))
+    elif fixed:
+        work.extend((bitstrings[i], [i], [0]) for i in fixed)
+
+    values: list[np.ndarray | None] = [None] * len(bitstrings)
+    picked = np.zeros(len(fixed), dtype=dtype)
+    slot_of = {i: k for k, i in enumerate(fixed)}
+    totals = {"method": "tensor-network", "route": route.to_dict(), "flops": 0.0,
+              "plan_seconds": 0.0, "execute_seconds": 0.0, "peak_bytes": 0,
+              "transposed_bytes": 0, "n_slices": 0, "path_cache_hits": 0, "contractions": 0,
+              "plans_reused": 0}
+    if grouping:
+        totals["batching"] = grouping
+    for done, (pattern, slots, offs) in enumerate(work, start=1):
+        t0 = time.perf_counter()
+        net = simplify_within(amplitude_network(gc_net, pattern, order), simplify_sequence,
+                        budget.limit, dtype)
+        chosen = offs is not None and "*" in pattern
+        p, reused = PLANS.get(net, dtype=dtype, limit=budget.limit, path_options=opts,
+                              variant=(variant, chosen),
+                              build=lambda net=net, chosen=chosen: make(net, chosen))
+        if reused:
+            totals["plans_reused"] += 1
+        else:
+            totals["path_cache_hits"] += int(p.stats.path_from_cache)
+        t1 = time.perf_counter()
+        v = np.asarray(to_numpy(run(p))).reshape(-1)
+        t2 = time.perf_counter()
+        if offs is None:
+            values[slots[0]] = v
+        else:
+            picked[[slot_of[i] for i in slots]] = v[np.asarray(offs, dtype=np.int64)]
+        totals["flops"] += p.stats.flops
+        totals["plan_seconds"] += t1 - t0
+        totals["execute_seconds"] += t2 - t1
+        totals["peak_bytes"] = max(totals["peak_bytes"], p.stats.peak_bytes)
+        totals["transposed_bytes"] += p.stats.transposed_bytes
+        totals["n_slices"] += p.stats.n_slices
+        totals["contractions"] += 1
+        if progress is not None:
+            progress("amplitudes", done, len(work))
+    for k, i in enumerate(fixed):
+        values[i] = picked[k:k + 1]
+    return AmplitudeResult(bitstrings, values, gc.n_qubits, dtype, order, totals)
+
+
+def distributed_amplitudes(circuit, bitstrings, *, memory_limit=None, backend: str = "numpy",
+                           comm=None, profile=None, gemm: str = "complex", order: str = "qiskit",
+                           dtype: str = "complex64", simplify_sequence: str = DEFAULT_SEQUENCE,
+                           opts: PathOptions | None = None, progress=None, batch: bool = True,
+                           method: str = "auto") -> AmplitudeResult:
+    """:func:`amplitudes` on every rank of ``comm``; rank 0 leads, the others follow.
+
+    Only rank 0 reads ``circuit`` and ``bitstrings`` (the other ranks may pass
+    ``None``); ``bitstrings`` may also be a callable ``f(n_qubits) -> list`` run
+    on rank 0. Rank 0 validates, routes and plans; each contraction's plan
+    (with its distributed schedule for the ranks of ``comm`` on ``profile``,
+    default ``"local-cpu"``) is sent to every rank and executed together.
+    Where the statevector route fits one rank's memory limit and is predicted
+    faster, rank 0 takes it alone. ``memory_limit`` is per rank (default: the
+    host's available memory shared by its ranks, see
+    :class:`qsimdist.engine.MemoryBudget`). Every rank returns the
+    result; ``stats["ranks"]`` holds each rank's measured bytes and memory.
+    """
+    from .distributed import Coordinator, distribute, profile_for, world
+    from ..executors.mpi import RunStats, agreed_fault, fault_point
+
+    comm = comm if comm is not None else world()
+    opts = opts if opts is not None else PathOptions()
+    agreed_fault(comm)
+    fault_point("start", comm)
+    budget = MemoryBudget.resolve(memory_limit, comm)
+    mine = budget.limit
+    known = [lim for lim in comm.allgather(mine) if lim is not None]
+    limit = min(known) if known else None  # rank 0 plans for the tightest rank
+    if limit is not None and limit != mine:
+        budget = dataclasses.replace(budget, limit=limit, bound=limit)
+    per_rank: dict = {}
+
+    def run(p: Plan):
+        stats = RunStats()
+        value = p.execute(backend=backend, executor="mpi", comm=comm, memory_limit=mine,
+                          stats=stats, gemm=gemm)
+        merge_rank_stats(per_rank, comm.allgather(stats.to_dict()), p)
+        return value
+
+    coordinator = Coordinator(comm, run)
+    if comm.Get_rank() != 0:
+        return coordinator.follow()
+
+    def body(execute) -> AmplitudeResult:
+        prof = profile_for(profile or "local-cpu", limit)
+        gc = load_circuit(circuit)
+        bits = bitstrings(gc.n_qubits) if callable(bitstrings) else bitstrings
+        gc, bits = amplitude_inputs(gc, bits, dtype, order, budget)
+        route = route_amplitudes(gc, bits, order=order, dtype=dtype, budget=budget,
+                                 method=method, backend=backend)
+        if route.method == "statevector":
+            res = statevector_amplitudes(gc, bits, order, dtype, route, progress)
+            res.stats["route"]["reason"] += " (rank 0 alone)"
+            return res
+
+        def make(net: Network, chosen: bool) -> Plan:
+            one = make_plan(net, dtype=dtype, memory_limit=None, path_options=opts)
+            return distribute(one, prof, comm.Get_size())
+
+        res = network_amplitudes(gc, bits, route, budget, make, execute, order=order,
+                                  dtype=dtype, simplify_sequence=simplify_sequence, opts=opts,
+                                  progress=progress, batch=batch, method=method,
+                                  variant=("mpi", prof.name, prof.memory_bytes,
+                                           comm.Get_size()))
+        res.stats["ranks"] = [per_rank[r] for r in sorted(per_rank)]
+        return res
+
+    return coordinator.lead(body)
+
+
+def merge_rank_stats(per_rank: dict, gathered: list[dict], plan: Plan) -> None:
+    """Fold each rank's measured bytes and peak into ``per_rank`` (one contraction's worth)."""
+    sched = plan.schedule
+    for st in gathered:
+        row = per_rank.setdefault(st["rank"], {
+            "rank": st["rank"], "measured_peak_bytes": 0, "predicted_peak_bytes": 0,
+            "guarded_bytes": 0, "array_peak_bytes": 0, "rss_growth_bytes": 0,
+            "traced_peak_bytes": -1, "traced_array_bytes": -1, "rss_before_bytes": 0,
+            "sent_bytes": 0, "recv_bytes": 0, "redistributions": 0, "seconds": 0.0})
+        row["measured_peak_bytes"] = max(row["measured_peak_bytes"], st["peak_bytes"])
+        row["predicted_peak_bytes"] = max(row["predicted_peak_bytes"],
+                                          sched.predicted.peak_bytes_per_device if sched else 0)
+        for key in ("guarded_bytes", "array_peak_bytes", "rss_growth_bytes",
+                    "traced_peak_bytes", "traced_array_bytes", "rss_before_bytes"):
+            row[key] = max(row[key], st.get(key, -1))
+        for key in ("sent_bytes", "recv_bytes", "redistributions", "seconds"):
+            row[key] += st[key]
+
+
+def to_numpy(a):
+    return a.get() if hasattr(a, "get") else a

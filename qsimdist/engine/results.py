@@ -1,0 +1,135 @@
+"""What the amplitude entry points return: :class:`AmplitudeResult`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import BitstringError, InvalidInputError
+from ..frontends import MAX_EXPANDED, bitstring_at, bitstring_chunks
+
+
+@dataclass
+class AmplitudeResult:
+    """Amplitudes of one or more bitstring patterns, kept as arrays.
+
+    Entry ``i`` is the requested pattern ``patterns[i]`` with its
+    ``2^k`` amplitudes ``values[i]`` (``k`` = its number of ``*``), in the
+    order of :func:`~qsimdist.frontends.iter_bitstrings` (the leftmost ``*``
+    is the most significant bit). Bitstrings are made on demand: look one up
+    with :meth:`get`, name the ``j``-th with :meth:`bitstring`, or walk all of
+    them in bounded memory with :meth:`items` or :meth:`chunks`.
+    """
+
+    patterns: list[str]
+    values: list[np.ndarray]
+    n_qubits: int
+    dtype: str
+    order: str
+    stats: dict = field(default_factory=dict)
+    _index: dict | None = field(default=None, init=False, repr=False, compare=False)
+    _offsets: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def amplitudes(self) -> np.ndarray:
+        """All amplitudes, pattern after pattern."""
+        return np.concatenate(self.values) if self.values else np.zeros(0, complex)
+
+    @property
+    def bitstrings(self) -> list[str]:
+        """The bitstring of every amplitude (refused over ``MAX_EXPANDED``; see :meth:`chunks`)."""
+        if len(self) > MAX_EXPANDED:
+            raise BitstringError(
+                f"{len(self)} bitstrings are too many to list (at most {MAX_EXPANDED}); "
+                "use items(), chunks() or bitstring(index)"
+            )
+        return [b for labels, _ in self.chunks() for b in labels]
+
+    def __len__(self) -> int:
+        return sum(v.size for v in self.values)
+
+    def _starts(self) -> np.ndarray:
+        if self._offsets is None:
+            self._offsets = np.cumsum([0] + [v.size for v in self.values])
+        return self._offsets
+
+    def bitstring(self, index: int) -> str:
+        """The bitstring of amplitude ``index`` (as in :attr:`amplitudes`), made on demand."""
+        starts = self._starts()
+        if not 0 <= index < starts[-1]:
+            raise IndexError(f"index {index} is outside 0..{starts[-1] - 1}")
+        entry = int(np.searchsorted(starts, index, side="right")) - 1
+        return bitstring_at(self.patterns[entry], int(index - starts[entry]))
+
+    def get(self, bitstring: str) -> complex:
+        """The amplitude of ``bitstring`` from the first pattern that covers it."""
+        if self._index is None:
+            index: dict = {}
+            for k, p in enumerate(self.patterns):
+                if "*" not in p:
+                    index.setdefault(p, k)
+            self._index = index
+        k = self._index.get(bitstring)
+        if k is not None:
+            return complex(self.values[k][0])
+        for pattern, vals in zip(self.patterns, self.values):
+            if "*" in pattern and len(pattern) == len(bitstring) and all(
+                p == "*" or p == c for p, c in zip(pattern, bitstring)
+            ):
+                index = 0
+                for p, c in zip(pattern, bitstring):
+                    if p == "*":
+                        index = 2 * index + (c == "1")
+                return complex(vals[index])
+        raise KeyError(f"{bitstring!r} is not covered by the computed patterns")
+
+    __getitem__ = get
+
+    def chunks(self, size: int = 1 << 12) -> Iterator[tuple[list[str], np.ndarray]]:
+        """(bitstrings, amplitudes) in blocks of at most ``size``; memory bounded by one block."""
+        run: list[int] = []
+
+        def flush():
+            vals = np.concatenate([self.values[k] for k in run])
+            return [self.patterns[k] for k in run], vals
+
+        for k, (pattern, vals) in enumerate(zip(self.patterns, self.values)):
+            if "*" not in pattern and vals.size == 1:
+                run.append(k)
+                if len(run) == size:
+                    yield flush()
+                    run = []
+                continue
+            if run:
+                yield flush()
+                run = []
+            start = 0
+            for labels in bitstring_chunks(pattern, chunk=size):
+                yield labels, vals[start:start + len(labels)]
+                start += len(labels)
+        if run:
+            yield flush()
+
+    def items(self) -> Iterator[tuple[str, complex]]:
+        """Pairs (bitstring, amplitude), made lazily block by block."""
+        for labels, vals in self.chunks():
+            yield from zip(labels, vals)
+
+    def to_dict(self) -> dict:
+        """Plain data (refused over ``MAX_EXPANDED`` amplitudes: stream with :meth:`chunks`)."""
+        if len(self) > MAX_EXPANDED:
+            raise InvalidInputError(
+                f"{len(self)} amplitudes are too many for one dict (at most {MAX_EXPANDED}); "
+                "write them block by block with chunks()"
+            )
+        return {
+            "n_qubits": self.n_qubits,
+            "dtype": self.dtype,
+            "order": self.order,
+            "amplitudes": [
+                {"bitstring": b, "re": float(a.real), "im": float(a.imag)} for b, a in self.items()
+            ],
+            "stats": self.stats,
+        }
