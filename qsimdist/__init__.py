@@ -39,7 +39,7 @@ def __getattr__(name: str):
     # expectation_values loads its module on first use: the CLI's cold start for an
     # amplitude does not pay for it (BENCHMARKS.md section 18)
     if name == "expectation_values":
-        from .expectation import expectation_values
+        from .engine.expectation import expectation_values
 
         return expectation_values
     raise AttributeError(f"module 'qsimdist' has no attribute {name!r}")

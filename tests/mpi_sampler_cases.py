@@ -41,7 +41,7 @@ def circuits():
 
 
 def run(executor: str) -> dict:
-    import qsimdist.sampling as sampling
+    import qsimdist.engine.sampling as sampling
     from qsimdist.qiskit import SamplerV2
 
     out = {}

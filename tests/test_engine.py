@@ -23,9 +23,9 @@ import qsimdist.engine.memory
 from qsimdist.cli import main
 from qsimdist.engine import MemoryBudget, RunOptions
 from qsimdist.errors import InvalidInputError, MissingDependencyError, PlanError, ProfileError
-from qsimdist.expectation import ExpectationEngine, expectation_values
+from qsimdist.engine.expectation import ExpectationEngine, expectation_values
 from qsimdist.qiskit import EstimatorV2, SamplerV2
-from qsimdist.sampling import Contractor, sample_bits
+from qsimdist.engine.sampling import Contractor, sample_bits
 
 
 def brick(n: int, depth: int, seed: int) -> QuantumCircuit:
@@ -302,7 +302,7 @@ def test_plan_cache_reuse_rule():
 @pytest.mark.parametrize("n", [1, 3, 7, 11])
 def test_pauli_terms_read_off_a_state_equal_the_operator_applied(n):
     """The merged-run, buffer-reusing reader equals applying each operator to the state."""
-    from qsimdist.expectation import pauli_on_state, term_on_state
+    from qsimdist.engine.expectation import pauli_on_state, term_on_state
 
     rng = np.random.default_rng(n)
     state = rng.normal(size=2**n) + 1j * rng.normal(size=2**n)
@@ -325,8 +325,8 @@ def test_qubit_wise_commuting_groups_are_read_together_exactly(walsh, monkeypatc
     term lands in one group, and each group's values (one change of basis, one marginal,
     read by a Walsh-Hadamard transform or term by term) equal Qiskit's
     Statevector.expectation_value for X, Y and Z strings."""
-    from qsimdist import expectation
-    from qsimdist.expectation import group_values, parse_term, qwc_groups
+    from qsimdist.engine import expectation
+    from qsimdist.engine.expectation import group_values, parse_term, qwc_groups
 
     monkeypatch.setattr(expectation, "GROUP_WALSH_SECONDS_PER_ELEMENT", walsh)
 
@@ -360,7 +360,7 @@ def test_estimator_groups_terms_where_priced_cheaper(monkeypatch):
     from qiskit.primitives import StatevectorEstimator
     from qiskit.quantum_info import SparsePauliOp
 
-    from qsimdist import expectation
+    from qsimdist.engine import expectation
     from qsimdist.qiskit import EstimatorV2
 
     monkeypatch.setattr(expectation, "_one_pass_pays", lambda n, terms: False)

@@ -121,8 +121,8 @@ def test_light_cone_edge_cases():
 
 
 def test_the_old_copies_are_gone():
-    import qsimdist.expectation as expectation
-    import qsimdist.sampling as sampling
+    import qsimdist.engine.expectation as expectation
+    import qsimdist.engine.sampling as sampling
 
     for module, names in ((sampling, ("light_cone",)),
                           (expectation, ("light_cone", "fuse_gates", "_apply_one_qubit",

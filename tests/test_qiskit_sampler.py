@@ -287,7 +287,7 @@ def test_frugal_rejection_sampling_matches_exact():
 def test_chain_with_batched_prefixes_matches_exact(monkeypatch):
     """Groups of 3 over 11 qubits: later groups batch many distinct prefixes per contraction
     (the fixed-structure path with gates split at their operator-Schmidt rank)."""
-    import qsimdist.sampling as sampling
+    import qsimdist.engine.sampling as sampling
 
     monkeypatch.setattr(sampling, "CHAIN_GROUP", 3)
     qc = random_circuit(11, 4, max_operands=2, seed=31, measure=False)

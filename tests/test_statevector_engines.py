@@ -134,7 +134,7 @@ def test_estimator_reads_terms_with_either_reader(one_pass, monkeypatch):
     from qiskit.primitives import StatevectorEstimator
     from qiskit.quantum_info import SparsePauliOp
 
-    from qsimdist import expectation
+    from qsimdist.engine import expectation
     from qsimdist.qiskit import EstimatorV2
 
     monkeypatch.setattr(expectation, "_one_pass_pays", lambda n, terms: one_pass)

@@ -7,8 +7,8 @@ Engines:
   amplitudes, the measured qubits' marginal to draw shots from (its cost does
   not grow with the shots), Pauli terms' values;
 * the tensor-network methods (local), each priced by its own module
-  (amplitude batches here; :mod:`qsimdist.sampling` and
-  :mod:`qsimdist.expectation` for theirs) in the same unit, predicted seconds;
+  (amplitude batches here; :mod:`qsimdist.engine.sampling` and
+  :mod:`qsimdist.engine.expectation` for theirs) in the same unit, predicted seconds;
 * the tensor network distributed under MPI (``executor="mpi"``: every rank
   follows rank 0's plans; the statevector route runs in one process and is not
   taken there, except by the amplitude command where the state fits one rank).
@@ -174,7 +174,7 @@ def fuse_for_network(gc: GateCircuit) -> GateCircuit:
 
 
 #: seconds per state element per Pauli factor read off the state (the copy-and-add kernel of
-#: :func:`qsimdist.expectation.term_on_state`: about one dense pass per factor, plus the product)
+#: :func:`qsimdist.engine.expectation.term_on_state`: about one dense pass per factor, plus the product)
 TERM_SECONDS_PER_ELEMENT = 2.0e-9
 #: seconds per state element per Pauli string read by the compiled one-pass kernel
 #: (:func:`qsimdist.executors.sv_kernels.pauli_expectation`, states of 14+ qubits)

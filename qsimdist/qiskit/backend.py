@@ -87,7 +87,7 @@ class QsimdistBackend(BackendV2):
 
     def _contractor(self, opts: SamplerOptions):
         """One Contractor per (dtype, memory limit, executor, profile): plans live across runs."""
-        from ..sampling import Contractor
+        from ..engine.sampling import Contractor
 
         key = (opts.dtype, str(opts.memory_limit), opts.resolved_executor(), str(opts.profile))
         found = self._contractors.get(key)

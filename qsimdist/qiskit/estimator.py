@@ -10,7 +10,7 @@ positive precision adds Gaussian noise of that standard deviation, drawn from
 index order, as the reference does; ``stds`` stay zero as there).
 
 Every term of every observable is ``<psi|P|psi>`` on the doubled network with
-the light cone removed (:mod:`qsimdist.expectation`); a term met twice for one
+the light cone removed (:mod:`qsimdist.engine.expectation`); a term met twice for one
 parameter binding is contracted once, and terms of the same network structure
 share one plan, kept by the estimator between calls.
 
@@ -39,7 +39,7 @@ from qiskit.primitives.containers.estimator_pub import EstimatorPub
 
 from ..config import check_dtype
 from ..errors import ExecutionError, InvalidInputError, shorten
-from ..expectation import METHODS, ExpectationEngine, PauliTerm, parse_term
+from ..engine.expectation import METHODS, ExpectationEngine, PauliTerm, parse_term
 from ..frontends.circuit import GateCircuit
 from ..frontends.qiskit_circuit import from_qiskit
 from ..planner.path import PathOptions
@@ -68,7 +68,7 @@ class EstimatorOptions(PrimitiveOptions):
             ``local-cpu``).
         method: ``auto`` (by predicted work), ``doubled`` (one doubled light-cone
             network per term) or ``state`` (one light-cone state per circuit); see
-            :class:`qsimdist.expectation.ExpectationEngine`.
+            :class:`qsimdist.engine.expectation.ExpectationEngine`.
         state_max_qubits: widest light-cone state the ``state`` method may open.
     """
 

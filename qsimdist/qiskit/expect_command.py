@@ -56,7 +56,7 @@ def expect(
     """
     from ..errors import ExecutionError
     from ..executors import launched_under_mpi
-    from ..expectation import ExpectationEngine, expectation_values, parse_term
+    from ..engine.expectation import ExpectationEngine, expectation_values, parse_term
     from ..frontends import GateCircuit, load
 
     gc = load(circuit)

@@ -7,7 +7,7 @@ register following the circuit's measurements. Unlike the reference,
 mid-circuit measurement, reset and ``if_test`` blocks are supported (through
 :mod:`qsimdist.qiskit.dynamic`), and circuits far wider than a state vector
 are sampled through light-cone-cancelled marginals
-(:mod:`qsimdist.sampling`).
+(:mod:`qsimdist.engine.sampling`).
 
 Example::
 
@@ -31,7 +31,7 @@ import numpy as np
 from qiskit.primitives import BaseSamplerV2
 
 from ..errors import InvalidInputError, shorten
-from ..sampling import METHODS, Contractor, sample_bits
+from ..engine.sampling import METHODS, Contractor, sample_bits
 from .dynamic import LoweredCircuit, lower_circuit
 from .errors import qiskit_errors
 from .options import PrimitiveOptions, submit_job
