@@ -1,0 +1,6 @@
+"""The ``qsimdist`` commands, one module per family; :mod:`qsimdist.cli` registers them.
+
+Each command is an adapter: it parses its options, calls the Python API or
+the engine, and prints; errors are :class:`~qsimdist.errors.QsimdistError`
+and :mod:`qsimdist.cli` turns them into one line and exit code 2.
+"""
