@@ -114,7 +114,8 @@ def contract_command(
     import numpy as np
 
     from .executors import launched_under_mpi
-    from .quimb import ContractOptions, finish, prepare, run_network
+    from .engine.networks import ContractOptions, finish, run_network
+    from .frontends.quimb_network import prepare
 
     if output is not None:
         _check_npy_path(output)

@@ -1,0 +1,313 @@
+"""A given tensor network contracted through the plan cache, on either executor.
+
+The work behind :func:`qsimdist.quimb.contract`, the :func:`qsimdist.quimb.use`
+hook and ``qsimdist contract``: :class:`ContractOptions` (validated once),
+:func:`plan_network` (the process's plan cache, :data:`qsimdist.engine.cache.PLANS`)
+and :func:`run_network` (local, or planned on rank 0 and run distributed under
+``mpiexec``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..config import check_gemm
+from ..errors import InvalidInputError, shorten
+from ..frontends.quimb_network import PreparedNetwork
+from ..network import Network
+from ..planner.path import PathOptions
+
+if TYPE_CHECKING:
+    from ..planner.plan import Plan
+
+#: dtypes a contraction may ask for; real ones compute in the matching complex dtype
+DTYPES = ("complex64", "complex128", "float32", "float64")
+EXECUTORS = ("local", "mpi")
+
+
+@dataclass(frozen=True)
+class ContractOptions:
+    """How :func:`contract` and :func:`use` plan and run a contraction.
+
+    Attributes:
+        dtype: ``complex64``, ``complex128``, ``float32`` or ``float64``; ``None``
+            (default) follows the network's own arrays. The executors compute in
+            complex; a real dtype (or real inputs with ``dtype=None``) computes in
+            the complex dtype of the same precision and returns the real part.
+            Integer or boolean inputs are contracted in complex128 and returned
+            as float64.
+        memory_limit: peak bytes (``"8GiB"``, ``2e9``); slices to fit. ``None``:
+            80% of the memory available now; ``"none"``: no slicing (bounded by
+            physical memory + swap). Under MPI: the limit per rank.
+        simplify_sequence: quimb simplification letters applied first (``""``:
+            none; output indices are always kept).
+        path_options: :class:`~qsimdist.PathOptions` or a dict of its fields.
+        max_time, max_repeats: path-search budget (override ``path_options``).
+        executor: ``"local"``, ``"mpi"``, or ``None``: ``"mpi"`` when a ``comm``
+            is given, or a ``profile`` under mpiexec (more than one rank), else
+            ``"local"``.
+        profile: hardware profile the distributed plan is made for (default
+            ``"local-cpu"`` under ``executor="mpi"``).
+        comm: MPI communicator (default ``MPI.COMM_WORLD``).
+        backend: array library, ``"numpy"`` or ``"cupy"``.
+        gemm: how BLAS steps multiply (``"complex"``, ``"3m"``; ``"tf32"``,
+            ``"3m-tf32"`` on CuPy): see :func:`qsimdist.executors.local.execute`.
+    """
+
+    dtype: str | None = None
+    memory_limit: str | int | float | None = None
+    simplify_sequence: str = ""
+    path_options: PathOptions | dict | None = None
+    max_time: float | None = None
+    max_repeats: int | None = None
+    executor: str | None = None
+    profile: Any = None
+    comm: Any = None
+    backend: str = "numpy"
+    gemm: str = "complex"
+
+    def __post_init__(self) -> None:
+        if self.dtype is not None:
+            name = _dtype_name(self.dtype)
+            if name not in DTYPES:
+                raise InvalidInputError(
+                    f"unknown dtype {shorten(str(self.dtype))}; valid: {', '.join(DTYPES)}"
+                )
+            object.__setattr__(self, "dtype", name)
+        if self.executor is not None and self.executor not in EXECUTORS:
+            raise InvalidInputError(
+                f"unknown executor {shorten(self.executor)}; valid: {', '.join(EXECUTORS)}"
+            )
+        if self.backend not in ("numpy", "cupy"):
+            raise InvalidInputError(f"unknown backend {shorten(self.backend)}; valid: numpy, cupy")
+        # the executors compute a real dtype in the complex one of its precision
+        check_gemm(self.gemm, self.backend,
+                   "complex128" if self.dtype in ("complex128", "float64") else "complex64")
+        if not isinstance(self.simplify_sequence, str):
+            raise InvalidInputError(
+                f"simplify_sequence must be a string of quimb's letters, got "
+                f"{shorten(self.simplify_sequence)}"
+            )
+        if isinstance(self.path_options, dict):
+            try:
+                object.__setattr__(self, "path_options", PathOptions(**self.path_options))
+            except TypeError as exc:
+                valid = ", ".join(f.name for f in dataclasses.fields(PathOptions))
+                raise InvalidInputError(f"bad path_options ({exc}); valid keys: {valid}") from None
+        elif self.path_options is not None and not isinstance(self.path_options, PathOptions):
+            raise InvalidInputError(
+                f"path_options must be a PathOptions or a dict, got "
+                f"{type(self.path_options).__name__}"
+            )
+        from ..config import parse_memory
+        from .memory import is_none_word
+        from .options import check_backend
+
+        if self.memory_limit is not None and not is_none_word(self.memory_limit):
+            parse_memory(self.memory_limit)  # refuse an unreadable size now, not after planning
+        check_backend(self.backend)
+
+    @classmethod
+    def coerce(cls, options: ContractOptions | dict | None = None, **extra: Any) -> ContractOptions:
+        """Options from a ``ContractOptions``, a dict and/or keywords (keywords win)."""
+        if isinstance(options, ContractOptions):
+            if not extra:
+                return options
+            base = {f.name: getattr(options, f.name) for f in dataclasses.fields(cls)}
+        elif options is None:
+            base = {}
+        elif isinstance(options, dict):
+            base = dict(options)
+        else:
+            raise InvalidInputError(
+                f"options must be a dict or ContractOptions, got {type(options).__name__}"
+            )
+        base.update(extra)
+        valid = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(base) - set(valid))
+        if unknown:
+            raise InvalidInputError(
+                f"unknown option {shorten(unknown[0])}; valid: {', '.join(valid)}"
+            )
+        return cls(**base)
+
+    def resolved_budget(self):
+        """The memory budget (:class:`qsimdist.engine.MemoryBudget`) of :attr:`memory_limit`."""
+        from . import MemoryBudget
+
+        comm = None
+        if self.resolved_executor() == "mpi":
+            from .distributed import world
+
+            comm = self.comm if self.comm is not None else world()
+        return MemoryBudget.resolve(self.memory_limit, comm)
+
+    def resolved_memory_limit(self) -> int | None:
+        """Bytes plans are made within (``None``: no limit), from :attr:`memory_limit`."""
+        return self.resolved_budget().limit
+
+    def resolved_path_options(self) -> PathOptions:
+        opts = self.path_options if isinstance(self.path_options, PathOptions) else PathOptions()
+        if self.max_time is not None or self.max_repeats is not None:
+            opts = dataclasses.replace(
+                opts,
+                max_time=self.max_time if self.max_time is not None else opts.max_time,
+                max_repeats=self.max_repeats if self.max_repeats is not None else opts.max_repeats,
+            )
+        return opts
+
+    def resolved_executor(self) -> str:
+        """``executor``, or by default ``"mpi"`` with a ``comm``, or with a ``profile`` when
+        launched under mpiexec (more than one rank), else ``"local"``."""
+        if self.executor is not None:
+            return self.executor
+        if self.comm is not None:
+            return "mpi"
+        if self.profile is not None:
+            from ..executors import launched_under_mpi
+
+            return "mpi" if launched_under_mpi() else "local"
+        return "local"
+
+
+def _dtype_name(dtype: Any) -> str:
+    try:
+        return np.dtype(dtype).name
+    except (TypeError, ValueError, SyntaxError):
+        return str(dtype)
+
+
+# ------------------------------------------------------------ contraction
+_STATE = threading.local()
+
+
+@contextlib.contextmanager
+def inside_qsimdist() -> Iterator[None]:
+    """Mark this thread as running qsimdist (quimb calls made meanwhile are not re-routed)."""
+    depth = getattr(_STATE, "depth", 0)
+    _STATE.depth = depth + 1
+    try:
+        yield
+    finally:
+        _STATE.depth = depth
+
+
+def inside_qsimdist_now() -> bool:
+    """Whether this thread is running qsimdist now (quimb calls it makes are not re-routed)."""
+    return bool(getattr(_STATE, "depth", 0))
+
+
+def clear_plan_cache() -> None:
+    """Forget the plans kept for reuse (the process's one cache, :data:`qsimdist.engine.cache.PLANS`)."""
+    from .cache import PLANS
+
+    PLANS.clear()
+
+
+def plan_network(net: Network, dtype: str, memory_limit: int | None,
+                 path_options: PathOptions) -> Plan:
+    """A Plan for ``net``, reused when a network of the same structure was planned before.
+
+    quimb users contract the same network many times (a loop over parameters,
+    the hook inside an optimiser): the process's plan cache
+    (:class:`qsimdist.engine.cache.PlanCache`) keeps the plans, keyed by the
+    exact inputs, output, sizes, dtype and search options; a kept plan serves
+    while its peak fits ``memory_limit`` and it is either unsliced or was made
+    under the same limit. One or two tensors take their only path without a
+    search (quimb's simplification hands the hook many such contractions); a
+    plan over the memory limit is searched and sliced as usual.
+    """
+    return cached_plan(net, dtype, memory_limit, path_options)
+
+
+def cached_plan(net: Network, dtype: str, memory_limit: int | None,
+                 path_options: PathOptions, executor: str = "local", profile=None,
+                 comm=None) -> Plan:
+    from .cache import PLANS
+    from ..planner.plan import build_plan, make_plan
+
+    def build() -> Plan:
+        if net.num_tensors <= 2:
+            plan = build_plan(net, [(0, 1)] if net.num_tensors == 2 else [], (), dtype)
+            if memory_limit is None or plan.stats.peak_bytes <= memory_limit:
+                return plan
+        return make_plan(net, dtype=dtype, memory_limit=memory_limit, path_options=path_options)
+
+    if executor == "mpi":
+        from .distributed import distribute
+
+        def build_distributed() -> Plan:
+            return distribute(build(), profile, comm.Get_size())
+
+        plan, _ = PLANS.get(net, dtype=dtype, limit=None, path_options=path_options,
+                            executor="mpi", profile=profile, comm=comm,
+                            build=build_distributed)
+        return plan
+    plan, _ = PLANS.get(net, dtype=dtype, limit=memory_limit, path_options=path_options,
+                        build=build)
+    return plan
+
+
+def run_network(net: Network, options: ContractOptions, compute_dtype: str,
+                strip_exponent: bool = False) -> tuple[Any, Plan]:
+    """Plan and execute ``net`` (its arrays) with qsimdist; the result (NumPy) and the plan.
+
+    Single process with ``executor="local"``; with ``"mpi"`` the plan is made
+    once on rank 0 for the ranks of ``comm`` and the hardware ``profile``,
+    broadcast, and run distributed (every rank returns the whole result).
+
+    ``strip_exponent=True`` (local and MPI executors): the result is
+    ``(mantissa, exponent)``, the value being ``mantissa * 10**exponent``
+    (``max |mantissa| == 1``; ``(zeros, 0.0)`` for an exact zero), with the
+    intermediates rescaled as the plan runs, so values beyond the dtype's
+    range come out right (:func:`qsimdist.executors.local.execute`).
+    ``net.meta["exponent"]`` is not applied here; the callers add it.
+
+    """
+    from .amplitudes import check_plan_fits
+    from ..planner.simplify import simplify
+
+    executor = options.resolved_executor()
+    limit = options.resolved_memory_limit()
+    popts = options.resolved_path_options()
+    with inside_qsimdist():
+        if options.simplify_sequence:
+            net = simplify(net, options.simplify_sequence)
+        if executor == "local":
+            plan = plan_network(net, compute_dtype, limit, popts)
+            check_plan_fits(plan, options.resolved_budget())
+            out = plan.execute(backend=options.backend, gemm=options.gemm,
+                               **({"strip_exponent": True} if strip_exponent else {}))
+        else:
+            from .distributed import profile_for, world
+
+            comm = options.comm if options.comm is not None else world()
+            prof = profile_for(options.profile or "local-cpu", limit)
+            # the one-device plan is made unsliced (memory_limit None) on rank 0
+            plan = cached_plan(net, compute_dtype, None, popts, "mpi", prof, comm)
+            out = plan.execute(backend=options.backend, executor="mpi", comm=comm,
+                               memory_limit=limit, gemm=options.gemm,
+                               **({"strip_exponent": True} if strip_exponent else {}))
+    shape = tuple(net.size_dict[i] for i in net.output)
+    if strip_exponent:
+        mantissa, exponent = out
+        return (_as_numpy(mantissa).reshape(shape), float(exponent)), plan
+    return _as_numpy(out).reshape(shape), plan
+
+
+def _as_numpy(a: Any) -> np.ndarray:
+    return np.asarray(a.get() if hasattr(a, "get") else a)
+
+
+def finish(values: np.ndarray, prepared: PreparedNetwork) -> np.ndarray:
+    """Values computed in ``prepared.compute_dtype`` as ``prepared.result_dtype``."""
+    if prepared.result_dtype.startswith("float"):
+        return values.real.astype(prepared.result_dtype)  # a copy, 0-d stays 0-d
+    return values.astype(prepared.result_dtype, copy=False)
