@@ -17,7 +17,6 @@ import numpy as np
 
 from .config import check_dtype, check_gemm, check_order, format_bytes
 from .engine.amplitudes import (
-    amplitude_inputs,
     bitstring_list,
     check_fits,  # noqa: F401  (public: the memory guard's check)
     check_output,
@@ -25,11 +24,9 @@ from .engine.amplitudes import (
     covering_pattern,
     distributed_amplitudes,
     load_circuit,
-    network_amplitudes,
     path_options_from,
-    plan_batch,
+    run_amplitudes,
     simplify_within,
-    statevector_amplitudes,
 )
 from .engine.batching import open_positions  # noqa: F401  (public: the batcher's grouping)
 from .engine.memory import (
@@ -217,32 +214,11 @@ def amplitudes(
         raise InvalidInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
     check_order(order)
     run_options = RunOptions.resolve(dtype=dtype, memory_limit=memory_limit, backend=backend,
-                                     executor=executor, comm=comm, gemm=gemm)
-    dtype = run_options.dtype
+                                     executor=executor, profile=profile, comm=comm, gemm=gemm)
     opts = path_options_from(path_options, max_time, max_repeats)
-    common = dict(order=order, dtype=dtype, simplify_sequence=simplify_sequence, opts=opts,
-                  progress=progress, batch=batch, method=method)
-    if executor == "mpi":
-        return distributed_amplitudes(circuit, bitstrings, memory_limit=run_options.memory,
-                                      backend=backend, comm=run_options.comm, profile=profile,
-                                      gemm=gemm, **common)
-    budget = run_options.memory
-    gc, bitstrings = amplitude_inputs(circuit, bitstrings, dtype, order, budget)
-    route = route_amplitudes(gc, bitstrings, order=order, dtype=dtype, budget=budget,
-                             method=method, backend=backend)
-    if route.method == "statevector":
-        return statevector_amplitudes(gc, bitstrings, order, dtype, route, progress)
-
-    def make(net: Network, chosen: bool) -> Plan:
-        p = plan_batch(net, dtype, budget.limit, opts, chosen=chosen)
-        # the bound fixed at the start: a default re-read mid-run would shrink with our arrays
-        check_plan_fits(p, budget)
-        return p
-
-    def run(p: Plan):
-        return p.execute(backend=backend, gemm=gemm)
-
-    return network_amplitudes(gc, bitstrings, route, budget, make, run, **common)
+    return run_amplitudes(circuit, bitstrings, run_options, order=order,
+                          simplify_sequence=simplify_sequence, opts=opts, progress=progress,
+                          batch=batch, method=method)
 
 
 def amplitude(circuit, bitstring: str, **kwargs) -> complex:

@@ -33,6 +33,7 @@ from ..planner.simplify import DEFAULT_SEQUENCE, simplify
 from .batching import BATCH_PLAN_SHARE, MAX_STARS, batches
 from .cache import PLANS
 from .memory import MemoryBudget
+from .options import RunOptions
 from .results import AmplitudeResult
 from .router import Route, contraction_price, fuse_for_network, route_amplitudes
 
@@ -379,3 +380,35 @@ def merge_rank_stats(per_rank: dict, gathered: list[dict], plan: Plan) -> None:
 
 def to_numpy(a):
     return a.get() if hasattr(a, "get") else a
+
+
+def run_amplitudes(circuit, bitstrings, run: RunOptions, *, order: str = "qiskit",
+                   simplify_sequence: str = DEFAULT_SEQUENCE, opts: PathOptions | None = None,
+                   progress=None, batch: bool = True, method: str = "auto") -> AmplitudeResult:
+    """:func:`qsimdist.amplitudes` once its options are resolved (``run``): routed, planned,
+    executed here or, with ``run.executor == "mpi"``, on every rank of ``run.comm``."""
+    opts = opts if opts is not None else PathOptions()
+    dtype = run.dtype
+    common = dict(order=order, dtype=dtype, simplify_sequence=simplify_sequence, opts=opts,
+                  progress=progress, batch=batch, method=method)
+    if run.executor == "mpi":
+        return distributed_amplitudes(circuit, bitstrings, memory_limit=run.memory,
+                                      backend=run.backend, comm=run.comm, profile=run.profile,
+                                      gemm=run.gemm, **common)
+    budget = run.memory
+    gc, bitstrings = amplitude_inputs(circuit, bitstrings, dtype, order, budget)
+    route = route_amplitudes(gc, bitstrings, order=order, dtype=dtype, budget=budget,
+                             method=method, backend=run.backend)
+    if route.method == "statevector":
+        return statevector_amplitudes(gc, bitstrings, order, dtype, route, progress)
+
+    def make(net: Network, chosen: bool) -> Plan:
+        p = plan_batch(net, dtype, budget.limit, opts, chosen=chosen)
+        # the bound fixed at the start: a default re-read mid-run would shrink with our arrays
+        check_plan_fits(p, budget)
+        return p
+
+    def execute(p: Plan):
+        return p.execute(backend=run.backend, gemm=run.gemm)
+
+    return network_amplitudes(gc, bitstrings, route, budget, make, execute, **common)

@@ -651,12 +651,14 @@ def _sample_rejection(circuit: GateCircuit, measured: list[int], shots: int,
 
 def _amplitudes_of(circuit: GateCircuit, labels: list[str], contractor: Contractor) -> np.ndarray:
     """Amplitudes of ``labels`` through :func:`qsimdist.amplitudes` (batched contractions)."""
-    from ..api import amplitudes
+    from .amplitudes import run_amplitudes
+    from .options import RunOptions
 
-    res = amplitudes(circuit, labels, dtype=contractor.dtype,
-                     memory_limit="none" if contractor.limit is None else contractor.limit,
-                     executor=contractor.executor, profile=contractor.profile,
-                     comm=contractor.comm)
+    run = RunOptions.resolve(dtype=contractor.dtype,
+                             memory_limit="none" if contractor.limit is None else contractor.limit,
+                             executor=contractor.executor, profile=contractor.profile,
+                             comm=contractor.comm)
+    res = run_amplitudes(circuit, labels, run)
     contractor.stats.contractions += int(res.stats.get("contractions", 0))
     contractor.stats.predicted_flops += float(res.stats.get("flops", 0.0))
     return np.asarray(res.amplitudes, dtype=np.complex128)
