@@ -73,7 +73,7 @@ def make_plans(base, limit_fraction: float, nranks: int, profile, base_two=None,
             sp = sliced_plan(base, target)
             for frac in BIG_FRACTIONS:
                 s = schedule_slice(sp, prof, nranks, big_bytes=frac * limit, devices=nranks)
-                if s is not None and (best is None or s.predicted.seconds < best.predicted.seconds):
+                if s is not None and (best is None or s.predicted.seconds < best[0].predicted.seconds):
                     best = (s, sp)
             target //= 2
         dist = best[0]
