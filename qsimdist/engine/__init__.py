@@ -9,7 +9,12 @@
   result's metadata;
 * :mod:`.batching` — which characters of many bitstrings one contraction
   leaves open;
-* :mod:`.distributed` — under ``mpiexec``, rank 0 plans and every rank runs.
+* :mod:`.distributed` — under ``mpiexec``, rank 0 plans and every rank runs;
+* the work behind the doors: :mod:`.amplitudes` (both routes for amplitudes,
+  batches, the distributed leader; :class:`~.results.AmplitudeResult`),
+  :mod:`.sampling` (shots), :mod:`.expectation` (Pauli terms) and
+  :mod:`.networks` (a given network through the plan cache: the quimb hook
+  and ``qsimdist contract``).
 """
 
 from .memory import MemoryBudget, machine_memory
