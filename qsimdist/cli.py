@@ -201,6 +201,8 @@ def _exit_now(code: int) -> None:
 
 #: seconds a Ctrl-C'd command may take to unwind before the process ends regardless
 INTERRUPT_GRACE_SECONDS = 5.0
+#: seconds the exit handlers may then take before the process ends without them
+EXIT_HANDLER_SECONDS = 2.0
 
 
 def _interrupt_with_deadline() -> None:
@@ -223,7 +225,12 @@ def _interrupt_with_deadline() -> None:
             time.sleep(INTERRUPT_GRACE_SECONDS)
             sys.stderr.write("qsimdist: interrupted\n")
             sys.stderr.flush()
-            atexit._run_exitfuncs()
+            # the exit handlers (temporary files) get a bounded time of their own: one
+            # that waits on the still-running main thread (a thread pool's join) must
+            # not keep the process alive
+            cleanup = threading.Thread(target=atexit._run_exitfuncs, daemon=True)
+            cleanup.start()
+            cleanup.join(EXIT_HANDLER_SECONDS)
             os._exit(130)
 
         threading.Thread(target=deadline, name="qsimdist-interrupt-deadline",
