@@ -188,7 +188,7 @@ def _exit_now(code: int) -> None:
     skipped (a normal exit) under MPI, whose finalisation must run, and while
     any other thread is alive.
     """
-    if "mpi4py.MPI" in sys.modules or threading.active_count() > 1:
+    if "mpi4py.MPI" in sys.modules or _own_threads_alive():
         sys.exit(code)
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -205,10 +205,22 @@ INTERRUPT_GRACE_SECONDS = 5.0
 EXIT_HANDLER_SECONDS = 2.0
 
 
+#: names of the threads that watch for an interrupt (not counted as the command's own)
+_WATCHER_PREFIX = "qsimdist-interrupt"
+
+
 def _interrupt_with_deadline() -> None:
     """SIGINT raises ``KeyboardInterrupt`` as usual, and ends the process anyway if that
     has not done so within ``INTERRUPT_GRACE_SECONDS`` (a library that swallows the
     interrupt, or a long native call, must not keep a Ctrl-C'd command running).
+
+    The deadline does not depend on the interrupted main thread: Python's own signal
+    handler writes the signal number to a wakeup pipe (``signal.set_wakeup_fd``), which
+    a watcher thread, started here, reads. Nothing runs inside the signal handler but
+    the usual ``KeyboardInterrupt`` (a handler that started a thread could deadlock on
+    ``threading``'s locks when the signal lands while the main thread holds one).
+    After the grace the exit handlers (temporary files) run in a second waiting thread
+    for at most ``EXIT_HANDLER_SECONDS``, then the process ends with code 130.
 
     Only the console entry point installs it (one process, its main thread); partial
     output files are written under temporary names, so nothing half-written is left.
@@ -219,25 +231,51 @@ def _interrupt_with_deadline() -> None:
 
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         return  # ignored, or someone else's handler: leave it
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    try:
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    except ValueError:  # not the main interpreter
+        os.close(read_fd)
+        os.close(write_fd)
+        return
+    run_handlers = threading.Event()
+    handlers_done = threading.Event()
 
-    def on_sigint(signum, frame):
-        def deadline() -> None:
-            time.sleep(INTERRUPT_GRACE_SECONDS)
-            sys.stderr.write("qsimdist: interrupted\n")
-            sys.stderr.flush()
-            # the exit handlers (temporary files) get a bounded time of their own: one
-            # that waits on the still-running main thread (a thread pool's join) must
-            # not keep the process alive
-            cleanup = threading.Thread(target=atexit._run_exitfuncs, daemon=True)
-            cleanup.start()
-            cleanup.join(EXIT_HANDLER_SECONDS)
-            os._exit(130)
+    def cleanup() -> None:
+        run_handlers.wait()
+        try:
+            atexit._run_exitfuncs()
+        finally:
+            handlers_done.set()
 
-        threading.Thread(target=deadline, name="qsimdist-interrupt-deadline",
-                         daemon=True).start()
-        raise KeyboardInterrupt
+    def watch() -> None:
+        while True:
+            try:
+                data = os.read(read_fd, 64)
+            except OSError:
+                return
+            if int(signal.SIGINT) in data:
+                break
+        time.sleep(INTERRUPT_GRACE_SECONDS)
+        try:
+            os.write(2, b"qsimdist: interrupted\n")
+        except OSError:
+            pass
+        # the exit handlers get a bounded time of their own: one that waits on the
+        # still-running main thread (a thread pool's join) must not keep the process alive
+        run_handlers.set()
+        handlers_done.wait(EXIT_HANDLER_SECONDS)
+        os._exit(130)
 
-    signal.signal(signal.SIGINT, on_sigint)
+    for name, target in (("watcher", watch), ("cleanup", cleanup)):
+        threading.Thread(target=target, name=f"{_WATCHER_PREFIX}-{name}", daemon=True).start()
+
+
+def _own_threads_alive() -> bool:
+    """Any thread besides the main one and the interrupt watchers."""
+    return any(t is not threading.main_thread() and not t.name.startswith(_WATCHER_PREFIX)
+               for t in threading.enumerate())
 
 
 def console_main() -> None:

@@ -323,6 +323,47 @@ def test_sigint_during_plan_exits_130_and_writes_nothing(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.json")] == []
 
 
+_SWALLOWER = """
+import atexit, pathlib, sys, threading, time
+from qsimdist import cli
+cli._interrupt_with_deadline()
+marker = pathlib.Path(sys.argv[1])
+atexit.register(marker.write_text, "exit handlers ran")
+print("ready", flush=True)
+while True:  # a library that swallows Ctrl-C while holding threading's own lock
+    try:
+        with threading._active_limbo_lock:
+            time.sleep(100)
+    except KeyboardInterrupt:
+        pass
+"""
+
+
+def test_interrupt_deadline_ends_a_process_that_swallows_ctrl_c_inside_a_lock(tmp_path):
+    # the deadline must not need the interrupted main thread: a signal handler that
+    # started a thread here would wait for ever on the lock the main thread holds
+    marker = tmp_path / "marker"
+    proc = subprocess.Popen([sys.executable, "-c", _SWALLOWER, str(marker)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        stdout, stderr = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("the interrupted process was still running 30 s after SIGINT")
+    took = time.monotonic() - t0
+    from qsimdist.cli import EXIT_HANDLER_SECONDS, INTERRUPT_GRACE_SECONDS
+
+    assert proc.returncode == 130, (proc.returncode, stderr)
+    assert INTERRUPT_GRACE_SECONDS - 0.5 < took < INTERRUPT_GRACE_SECONDS + EXIT_HANDLER_SECONDS + 3
+    assert stderr == "qsimdist: interrupted\n"
+    assert marker.read_text() == "exit handlers ran"
+
+
 # ----------------------------------------------------- root cause 7: OS errors
 def test_plan_output_is_a_folder_is_refused_before_planning(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(qsimdist.api, "plan", _no_call("plan"))
