@@ -292,6 +292,13 @@ def test_exit_codes_from_typer_exit_are_returned(capsys, monkeypatch):
     assert rc == 3
 
 
+def _sigint_as_default() -> None:
+    """In the child, before exec: SIGINT back to its default action. A shell that starts
+    a job in the background (``cmd &`` without job control, as a CI runner may) makes it
+    ignore SIGINT, every child inherits that, and Python then keeps it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_during_plan_exits_130_and_writes_nothing(tmp_path):
     exe = shutil.which("qsimdist")
     cmd = [exe] if exe else [sys.executable, "-m", "qsimdist.cli"]
@@ -301,6 +308,7 @@ def test_sigint_during_plan_exits_130_and_writes_nothing(tmp_path):
         [*cmd, "plan", str(CIRCUITS / "rqc_4x5_m12.qasm"), "--max-repeats", "100000",
          "-o", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+        preexec_fn=_sigint_as_default,
     )
     # wait until it is planning: past its imports, by the CPU time it has used (polled)
     ticks = os.sysconf("SC_CLK_TCK")
@@ -344,7 +352,8 @@ def test_interrupt_deadline_ends_a_process_that_swallows_ctrl_c_inside_a_lock(tm
     # started a thread here would wait for ever on the lock the main thread holds
     marker = tmp_path / "marker"
     proc = subprocess.Popen([sys.executable, "-c", _SWALLOWER, str(marker)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_as_default)
     assert proc.stdout.readline() == "ready\n"
     time.sleep(0.2)
     t0 = time.monotonic()
