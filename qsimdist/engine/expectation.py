@@ -374,16 +374,18 @@ _TO_Z = {
 #: per element: memory-bound, like a copy)
 _ROTATION_CHUNK = 3
 #: measured seconds per state element (complex128, numpy, this host, 18-22 qubits;
-#: BENCHMARKS.md section 25) of the grouped reader's passes: the copy moving the
-#: group's qubits last, one rotation GEMM of up to 3 qubits, |s|^2 with the marginal's
-#: contiguous sum, and per term a reduction of the marginal (per marginal element)
+#: BENCHMARKS.md sections 25 and 31) of the grouped reader's passes: the copy moving
+#: the group's qubits last into a reused buffer (0.6-8 ns, the scattered supports
+#: dearest), one rotation GEMM of up to 3 qubits, the marginal as one contiguous sum
+#: of squares over the float view (0.54-0.76 ns), and per term a reduction of the
+#: marginal (per marginal element)
 GROUP_COPY_SECONDS_PER_ELEMENT = 7.0e-9
 GROUP_ROTATION_SECONDS_PER_ELEMENT = 3.6e-9
-GROUP_MARGINAL_SECONDS_PER_ELEMENT = 5.5e-9
-GROUP_TERM_SECONDS_PER_ELEMENT = 17.0e-9
+GROUP_MARGINAL_SECONDS_PER_ELEMENT = 0.7e-9
+GROUP_TERM_SECONDS_PER_ELEMENT = 5.3e-9
 #: ... or, for many terms on a wide marginal, one Walsh-Hadamard transform of it (every
 #: Z string's value at once), per marginal element and qubit
-GROUP_WALSH_SECONDS_PER_ELEMENT = 2.1e-9
+GROUP_WALSH_SECONDS_PER_ELEMENT = 1.3e-9
 
 
 def qwc_groups(terms: Sequence[PauliTerm]) -> list[tuple[list[int], dict[int, str]]]:
@@ -459,33 +461,31 @@ def _z_string_value(marginal: np.ndarray, axes: Sequence[int]) -> float:
     return float(m)
 
 
-def _probabilities(psi: np.ndarray) -> np.ndarray:
-    """``|psi|^2`` in one pass over the float view (no complex temporaries)."""
-    pairs = psi.reshape(-1).view(np.float64).reshape(-1, 2)
-    return np.einsum("ij,ij->i", pairs, pairs)
-
-
 def group_values(state: np.ndarray, terms: Sequence[PauliTerm], members: Sequence[int],
-                 basis: dict[int, str]) -> dict[int, float]:
+                 basis: dict[int, str], work: dict | None = None) -> dict[int, float]:
     """``<s|P|s>`` for the qubit-wise commuting terms ``members`` of ``terms``.
 
     ``state`` is the ``(2,)*n`` tensor in Qiskit's axis order (axis ``a`` holds
     qubit ``n-1-a``), complex128. One copy moves the group's qubits to the
     last axes (those measured in X or Y last of all), where they are turned to
     Z a few per GEMM; the probabilities' marginal on the group's qubits is
-    then one contiguous sum, and every term a Z string on that marginal.
+    then one contiguous sum of squares (no temporary), and every term a Z
+    string on that marginal. ``work`` keeps the two state-sized buffers between
+    the groups of one state (fresh ones would be page-faulted in each time).
     """
+    from ..executors.statevector import permute_axes
+
+    work = {} if work is None else work
     n = state.ndim
     support = sorted({n - 1 - q for i in members for q in terms[i].qubits})
     rotated = [a for a in support if basis[n - 1 - a] != "Z"]
     plain = [a for a in support if basis[n - 1 - a] == "Z"]
     rest = [a for a in range(n) if a not in set(support)]
     # one copy, even for an all-Z group: the contiguous marginal after it costs less
-    # than a strided one in place (measured 7.0 + 5.5 against 17 ns per element)
-    psi = np.empty(state.shape, dtype=state.dtype)
-    np.copyto(psi, state.transpose(rest + plain + rotated))
-    psi = psi.reshape(-1)
-    out = np.empty_like(psi) if rotated else None
+    # than a strided one in place (measured 7.0 + 0.7 against 17 ns per element)
+    psi = _buffer(work, "group", state.size, state.dtype)
+    permute_axes(state.reshape(-1), psi, rest + plain + rotated)
+    out = _buffer(work, "group rotated", state.size, state.dtype) if rotated else None
     r, done = len(rotated), 0
     while done < r:  # rotated positions [n-r+done, n-r+done+c) of the moved order
         c = min(_ROTATION_CHUNK, r - done)
@@ -502,7 +502,9 @@ def group_values(state: np.ndarray, terms: Sequence[PauliTerm], members: Sequenc
         psi, out = out, psi
         done += c
     u = len(support)
-    marginal = _probabilities(psi).reshape(-1, 1 << u).sum(axis=0).reshape([2] * u)
+    rows = psi.view(np.float64).reshape(-1, 2 << u)  # (re, im) of each marginal entry
+    squares = np.einsum("ij,ij->j", rows, rows)
+    marginal = (squares[0::2] + squares[1::2]).reshape([2] * u)
     at = {a: j for j, a in enumerate(plain + rotated)}
     if len(members) * GROUP_TERM_SECONDS_PER_ELEMENT > u * GROUP_WALSH_SECONDS_PER_ELEMENT:
         w = _walsh(marginal)
@@ -736,10 +738,11 @@ class ExpectationEngine:
             state = state.astype(np.complex128, copy=False).reshape((2,) * n)
         # qubit-wise commuting groups read together where predicted cheaper
         grouped: set[int] = set()
+        group_work: dict = {}
         for members, basis, _ in _numpy_reading_plan(n, [terms[i] for i in paulis]):
             if basis is not None:
                 chosen = [paulis[j] for j in members]
-                for i, v in group_values(state, terms, chosen, basis).items():
+                for i, v in group_values(state, terms, chosen, basis, group_work).items():
                     values[i] = v
                 grouped.update(chosen)
                 self.stats.qwc_groups += 1

@@ -63,6 +63,25 @@ def _is_diagonal(matrix: np.ndarray) -> bool:
     return not np.any(matrix[~np.eye(matrix.shape[0], dtype=bool)])
 
 
+def permute_axes(src: np.ndarray, dest: np.ndarray, perm: Sequence[int]) -> None:
+    """Copy the flat ``(2,)*n`` tensor ``src`` into ``dest`` with axis ``perm[j]`` of
+    ``src`` becoming axis ``j`` of ``dest`` (C order, both flat and of one size).
+
+    Runs of axes adjacent in both orders are merged first, so numpy copies a
+    tensor of a few long axes rather than ``n`` axes of 2.
+    """
+    groups: list[list[int]] = []
+    for a in perm:
+        if groups and groups[-1][-1] + 1 == a:
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    by_source = sorted(range(len(groups)), key=lambda g: groups[g][0])
+    view = src.reshape([1 << len(groups[g]) for g in by_source])
+    order = [by_source.index(g) for g in range(len(groups))]
+    np.copyto(dest.reshape([1 << len(g) for g in groups]), view.transpose(order))
+
+
 class _State:
     """A ``2^n`` state whose axes hold qubits in a tracked order, never copied back.
 
@@ -108,21 +127,8 @@ class _State:
         return 0 if front else n - len(pos)
 
     def _permute(self, perm: list[int]) -> None:
-        """Copy into ``spare`` with axis ``perm[j]`` of the state becoming axis ``j``.
-
-        Runs of axes adjacent in both orders are merged first, so numpy copies a
-        tensor of a few long axes rather than ``n`` axes of 2.
-        """
-        groups: list[list[int]] = []
-        for a in perm:
-            if groups and groups[-1][-1] + 1 == a:
-                groups[-1].append(a)
-            else:
-                groups.append([a])
-        by_source = sorted(range(len(groups)), key=lambda g: groups[g][0])
-        src = self.buf.reshape([1 << len(groups[g]) for g in by_source])
-        order = [by_source.index(g) for g in range(len(groups))]
-        np.copyto(self._spare().reshape([1 << len(g) for g in groups]), src.transpose(order))
+        """Copy into ``spare`` with axis ``perm[j]`` of the state becoming axis ``j``."""
+        permute_axes(self.buf, self._spare(), perm)
         self.held = [self.held[a] for a in perm]
         self._swap()
 
