@@ -32,6 +32,7 @@ another 2x2 tensor here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -267,19 +268,48 @@ def _numpy_reading_plan(n: int, terms: Sequence[PauliTerm]
                         ) -> list[tuple[list[int], dict[int, str] | None, float]]:
     """How numpy reads Pauli ``terms`` off a ``2^n`` state: ``[(indices, basis, seconds)]``,
     a qubit-wise commuting group read together (``basis`` given) where that is predicted
-    cheaper than its terms one by one (``basis`` None: :func:`pauli_on_state` each)."""
+    cheaper than its terms one by one (``basis`` None: :func:`pauli_on_state` each).
+
+    Routing, the reader's choice and the reading each ask for it: the search is
+    made once per ``(n, terms)`` and copies handed out."""
+    from . import router
+
+    prices = (GROUP_COPY_SECONDS_PER_ELEMENT, GROUP_ROTATION_SECONDS_PER_ELEMENT,
+              GROUP_MARGINAL_SECONDS_PER_ELEMENT, GROUP_SIGNS_SECONDS_PER_ELEMENT,
+              GROUP_TERM_SECONDS_PER_ELEMENT, router.TERM_SECONDS_PER_ELEMENT,
+              GROUPING_TRIES, GROUPING_SEARCH_SECONDS)  # in the key: tests change them
+    plan = _cached_reading_plan(n, tuple(terms), prices)
+    return [(list(members), None if basis is None else dict(basis), seconds)
+            for members, basis, seconds in plan]
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_reading_plan(n: int, terms: tuple[PauliTerm, ...], prices: tuple
+                         ) -> list[tuple[list[int], dict[int, str] | None, float]]:
     from .router import TERM_SECONDS_PER_ELEMENT
 
     size = 2.0**n
-    plan = []
-    for members, basis in qwc_groups(terms):
-        alone = sum(TERM_SECONDS_PER_ELEMENT * size * (terms[i].weight + 1) for i in members)
-        together = _group_seconds(n, basis, len(members))
-        if len(members) > 1 and together < alone:
-            plan.append((members, basis, together))
-        else:
-            plan.append((members, None, alone))
-    return plan
+
+    def priced(groups):
+        plan = []
+        for members, basis in groups:
+            alone = sum(TERM_SECONDS_PER_ELEMENT * size * (terms[i].weight + 1)
+                        for i in members)
+            together = _group_seconds(n, basis, len(members))
+            if together < alone:
+                plan.append((members, basis, together))
+            else:
+                plan.append((members, None, alone))
+        return plan, sum(seconds for *_, seconds in plan)
+
+    best, best_s = priced(qwc_groups(terms))
+    if best_s >= GROUPING_SEARCH_SECONDS and len(terms) > 2:
+        rng = np.random.default_rng(len(terms))
+        for _ in range(GROUPING_TRIES):
+            plan, seconds = priced(qwc_groups(terms, rng.permutation(len(terms)).tolist()))
+            if seconds < best_s:
+                best, best_s = plan, seconds
+    return best
 
 
 def _one_pass_pays(n: int, terms: Sequence[PauliTerm]) -> bool:
@@ -371,32 +401,54 @@ _TO_Z = {
     "Y": np.array([[1, -1j], [1, 1j]], dtype=complex) / np.sqrt(2),
 }
 #: rotations applied per GEMM when a group's basis is turned to Z (2^3 = 8 multiply-adds
-#: per element: memory-bound, like a copy)
+#: per element: memory-bound, like a copy); see :func:`_rotation_chunks`
 _ROTATION_CHUNK = 3
+
+
+def _rotation_chunks(r: int) -> list[int]:
+    """How many of a group's ``r`` rotated qubits each GEMM turns, from the last axis up.
+
+    The chunk on the last axes is one tall GEMM; a chunk above ``inner`` axes is a
+    batch of GEMMs over ``inner`` columns, and numpy's per-GEMM overhead makes a
+    small ``inner`` dear (22 qubits, 3 qubits: 8 ms on the last axes, 35 ms at
+    ``inner`` 2, 12 ms at 8 or more). So the remainder of ``r / 3`` goes where
+    ``inner`` is large (a chunk of 2 on top) or into the last chunk (4 qubits:
+    14 ms), never where ``inner`` is 2 or 4.
+    """
+    if r <= _ROTATION_CHUNK + 1:
+        return [r] if r else []
+    sizes = [_ROTATION_CHUNK] * (r // _ROTATION_CHUNK)
+    if r % _ROTATION_CHUNK == 1:
+        sizes[0] += 1
+    elif r % _ROTATION_CHUNK == 2:
+        sizes.append(2)
+    return sizes
 #: measured seconds per state element (complex128, numpy, this host, 18-22 qubits;
 #: BENCHMARKS.md sections 25 and 31) of the grouped reader's passes: the copy moving
 #: the group's qubits last into a reused buffer (0.6-8 ns, the scattered supports
 #: dearest), one rotation GEMM of up to 3 qubits, the marginal as one contiguous sum
-#: of squares over the float view (0.54-0.76 ns), and per term a reduction of the
-#: marginal (per marginal element)
-GROUP_COPY_SECONDS_PER_ELEMENT = 7.0e-9
-GROUP_ROTATION_SECONDS_PER_ELEMENT = 3.6e-9
+#: of squares over the float view (0.54-0.76 ns); then, per marginal element, the Z
+#: strings' values (:func:`z_string_values`: a fixed part, and one multiply-add per term)
+GROUP_COPY_SECONDS_PER_ELEMENT = 4.0e-9
+GROUP_ROTATION_SECONDS_PER_ELEMENT = 2.6e-9
 GROUP_MARGINAL_SECONDS_PER_ELEMENT = 0.7e-9
-GROUP_TERM_SECONDS_PER_ELEMENT = 5.3e-9
-#: ... or, for many terms on a wide marginal, one Walsh-Hadamard transform of it (every
-#: Z string's value at once), per marginal element and qubit
-GROUP_WALSH_SECONDS_PER_ELEMENT = 1.3e-9
+GROUP_SIGNS_SECONDS_PER_ELEMENT = 0.5e-9
+GROUP_TERM_SECONDS_PER_ELEMENT = 0.1e-9
 
 
-def qwc_groups(terms: Sequence[PauliTerm]) -> list[tuple[list[int], dict[int, str]]]:
+def qwc_groups(terms: Sequence[PauliTerm], order: Sequence[int] | None = None
+               ) -> list[tuple[list[int], dict[int, str]]]:
     """Qubit-wise commuting groups of Pauli ``terms``: ``[(indices, basis)]``.
 
-    Greedy, heaviest terms first: a term joins the first group whose basis (the
-    Pauli measured on each qubit) agrees with it on every qubit both touch. Every
-    term of a group is then a Z string after one change of basis per qubit.
+    Greedy: in ``order`` (default: heaviest terms first), a term joins the first
+    group whose basis (the Pauli measured on each qubit) agrees with it on every
+    qubit both touch. Every term of a group is then a Z string after one change
+    of basis per qubit.
     """
+    if order is None:
+        order = sorted(range(len(terms)), key=lambda j: (-terms[j].weight, j))
     groups: list[tuple[list[int], dict[int, str]]] = []
-    for i in sorted(range(len(terms)), key=lambda j: (-terms[j].weight, j)):
+    for i in order:
         t = terms[i]
         for members, basis in groups:
             if all(basis.get(q, op) == op for q, op in zip(t.qubits, t.ops)):
@@ -408,57 +460,66 @@ def qwc_groups(terms: Sequence[PauliTerm]) -> list[tuple[list[int], dict[int, st
     return groups
 
 
+#: greedy groupings tried beyond the heaviest-first one (seeded shuffles of the terms),
+#: when the reading is predicted to take at least GROUPING_SEARCH_SECONDS; the cheapest
+#: predicted wins (rc22's 40 terms: 6 groups, 320 ms predicted, against 5 and 265 ms
+#: for the best of 200 shuffles)
+GROUPING_TRIES = 48
+GROUPING_SEARCH_SECONDS = 0.05
+
+
 def _group_seconds(n: int, basis: dict[int, str], members: int) -> float:
     """Predicted seconds of the grouped reader (:func:`group_values`) for one group."""
     r = sum(1 for op in basis.values() if op != "Z")
-    chunks = -(-r // _ROTATION_CHUNK)
+    chunks = len(_rotation_chunks(r))
     u = len(basis)
     return (2.0**n * (GROUP_COPY_SECONDS_PER_ELEMENT + chunks * GROUP_ROTATION_SECONDS_PER_ELEMENT
                       + GROUP_MARGINAL_SECONDS_PER_ELEMENT)
-            + 2.0**u * min(members * GROUP_TERM_SECONDS_PER_ELEMENT,
-                           u * GROUP_WALSH_SECONDS_PER_ELEMENT))
+            + 2.0**u * (GROUP_SIGNS_SECONDS_PER_ELEMENT
+                        + members * GROUP_TERM_SECONDS_PER_ELEMENT))
 
 
-def _walsh(marginal: np.ndarray) -> np.ndarray:
-    """The Walsh-Hadamard transform of a ``(2,)*u`` tensor: entry ``b`` is
-    ``sum_k marginal[k] (-1)^(b . k)``, the Z string on the axes where ``b`` has a 1."""
+def _parity_signs(bits: int, masks: Sequence[int]) -> np.ndarray:
+    """``(2^bits, len(masks))``: column ``t`` is ``(-1)^popcount(k & masks[t])`` over ``k``."""
+    k = np.arange(1 << bits, dtype=np.int64)
+    out = np.empty((1 << bits, len(masks)))
+    for t, mask in enumerate(masks):
+        parity = np.zeros(1 << bits, dtype=np.int64)
+        for b in range(bits):
+            if mask >> b & 1:
+                parity ^= k >> b & 1
+        out[:, t] = 1.0 - 2.0 * parity
+    return out
+
+
+def z_string_values(marginal: np.ndarray, axes_lists: Sequence[Sequence[int]]) -> list[float]:
+    """``sum_k marginal[k] (-1)^(bits of k on axes)`` for each axes list, on a ``(2,)*u``
+    probability tensor (axis 0 the most significant bit of ``k``).
+
+    A Z string's sign vector is a product of one on the leading ``u/2`` axes and
+    one on the others, so with the marginal as a ``2^h x 2^(u-h)`` matrix ``M``
+    every value is ``s_hi . (M s_lo)``: one GEMM of ``M`` with the terms' low sign
+    vectors, then a dot per term; about ``u``'s worth of work per element less
+    than a Walsh-Hadamard transform (83 ms against 3 ms for 11 terms on 21 qubits).
+    """
     u = marginal.ndim
-    x = np.array(marginal, dtype=np.float64).reshape(-1)
-    for j in range(u):
-        v = x.reshape(1 << j, 2, -1)
-        first = v[:, 0, :].copy()
-        v[:, 0, :] += v[:, 1, :]
-        np.subtract(first, v[:, 1, :], out=v[:, 1, :])
-    return x.reshape([2] * u) if u else x
-
-
-def _reduce_to_axes(p: np.ndarray, keep: Sequence[int]) -> np.ndarray:
-    """Sum the ``(2,)*n`` tensor ``p`` over every axis not in ``keep`` (sorted), runs of
-    adjacent summed axes merged so numpy reduces a few long axes."""
-    n = p.ndim
-    keep = set(keep)
-    shape, summed = [], []
-    a = 0
-    while a < n:
-        if a in keep:
-            shape.append(2)
-            a += 1
-            continue
-        k = 0
-        while a < n and a not in keep:
-            k, a = k + 1, a + 1
-        summed.append(len(shape))
-        shape.append(1 << k)
-    return p.reshape(shape).sum(axis=tuple(summed)) if summed else p
-
-
-def _z_string_value(marginal: np.ndarray, axes: Sequence[int]) -> float:
-    """``sum_k marginal[k] (-1)^(bits of k on axes)`` for a ``(2,)*u`` probability tensor."""
-    m = _reduce_to_axes(marginal, sorted(axes))
-    sign = np.array([1.0, -1.0])
-    for _ in range(m.ndim):
-        m = m @ sign
-    return float(m)
+    if not axes_lists:
+        return []
+    h = u // 2
+    lo_bits = u - h
+    m = np.ascontiguousarray(marginal, dtype=np.float64).reshape(1 << h, 1 << lo_bits)
+    hi_masks, lo_masks = [], []
+    for axes in axes_lists:
+        hi = lo = 0
+        for a in axes:
+            if a < h:
+                hi |= 1 << (h - 1 - a)
+            else:
+                lo |= 1 << (u - 1 - a)
+        hi_masks.append(hi)
+        lo_masks.append(lo)
+    projected = m @ _parity_signs(lo_bits, lo_masks)
+    return [float(v) for v in np.einsum("it,it->t", _parity_signs(h, hi_masks), projected)]
 
 
 def group_values(state: np.ndarray, terms: Sequence[PauliTerm], members: Sequence[int],
@@ -486,13 +547,13 @@ def group_values(state: np.ndarray, terms: Sequence[PauliTerm], members: Sequenc
     psi = _buffer(work, "group", state.size, state.dtype)
     permute_axes(state.reshape(-1), psi, rest + plain + rotated)
     out = _buffer(work, "group rotated", state.size, state.dtype) if rotated else None
-    r, done = len(rotated), 0
-    while done < r:  # rotated positions [n-r+done, n-r+done+c) of the moved order
-        c = min(_ROTATION_CHUNK, r - done)
+    inner_bits = 0  # the chunks from the last axis up: the one on the last axes first
+    for c in _rotation_chunks(len(rotated)):
         mat = np.array([[1.0]], dtype=complex)
-        for a in rotated[done:done + c]:
+        chunk = rotated[len(rotated) - inner_bits - c:len(rotated) - inner_bits]
+        for a in chunk:
             mat = np.kron(mat, _TO_Z[basis[n - 1 - a]])
-        inner = 1 << (r - done - c)
+        inner = 1 << inner_bits
         outer = psi.size // ((1 << c) * inner)
         if inner == 1:
             np.matmul(psi.reshape(outer, 1 << c), mat.T, out=out.reshape(outer, 1 << c))
@@ -500,23 +561,15 @@ def group_values(state: np.ndarray, terms: Sequence[PauliTerm], members: Sequenc
             np.matmul(mat, psi.reshape(outer, 1 << c, inner),
                       out=out.reshape(outer, 1 << c, inner))
         psi, out = out, psi
-        done += c
+        inner_bits += c
     u = len(support)
     rows = psi.view(np.float64).reshape(-1, 2 << u)  # (re, im) of each marginal entry
     squares = np.einsum("ij,ij->j", rows, rows)
     marginal = (squares[0::2] + squares[1::2]).reshape([2] * u)
     at = {a: j for j, a in enumerate(plain + rotated)}
-    if len(members) * GROUP_TERM_SECONDS_PER_ELEMENT > u * GROUP_WALSH_SECONDS_PER_ELEMENT:
-        w = _walsh(marginal)
-        values = {}
-        for i in members:
-            index = [0] * u
-            for q in terms[i].qubits:
-                index[at[n - 1 - q]] = 1
-            values[i] = float(w[tuple(index)])
-        return values
-    return {i: _z_string_value(marginal, [at[n - 1 - q] for q in terms[i].qubits])
-            for i in members}
+    values = z_string_values(marginal, [[at[n - 1 - q] for q in terms[i].qubits]
+                                        for i in members])
+    return dict(zip(members, values))
 
 
 def _buffer(work: dict, name: str, size: int, dtype) -> np.ndarray:
@@ -525,7 +578,9 @@ def _buffer(work: dict, name: str, size: int, dtype) -> np.ndarray:
     key = (name, dtype)
     buf = work.get(key)
     if buf is None or buf.size < size:
-        buf = work[key] = np.empty(size, dtype=dtype)
+        from ..executors.statevector import state_buffer
+
+        buf = work[key] = state_buffer(size, dtype)
     return buf[:size]
 
 
@@ -719,7 +774,8 @@ class ExpectationEngine:
 
         t0 = time.perf_counter()
         n = circuit.n_qubits
-        state, fused, fuse_seconds = final_state(circuit, self.dtype, route)
+        sim_work: dict = {}
+        state, fused, fuse_seconds = final_state(circuit, self.dtype, route, work=sim_work)
         t1 = t0 + fuse_seconds
         paulis = [i for i in live if set(terms[i].ops) <= set(_PAULI_ACTION)]
         others = [i for i in live if i not in set(paulis)]
@@ -739,6 +795,9 @@ class ExpectationEngine:
         # qubit-wise commuting groups read together where predicted cheaper
         grouped: set[int] = set()
         group_work: dict = {}
+        spare = sim_work.get("spare")
+        if spare is not None and spare.dtype == state.dtype and spare.size == state.size:
+            group_work[("group", spare.dtype)] = spare  # paged in already by the simulation
         for members, basis, _ in _numpy_reading_plan(n, [terms[i] for i in paulis]):
             if basis is not None:
                 chosen = [paulis[j] for j in members]

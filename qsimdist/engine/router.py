@@ -296,11 +296,13 @@ def statevector_engine(gc: GateCircuit, dtype: str, width: int, seconds: float,
     return "qsimdist", width, seconds
 
 
-def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None):
+def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None,
+                work: dict | None = None):
     """The statevector engine's run: ``gc`` fused at the route's width, applied to ``|0...0>``.
 
     Returns ``(state, fused circuit, seconds spent fusing)``; the state is flat in
-    Qiskit's order (:func:`qsimdist.executors.statevector.simulate`).
+    Qiskit's order (:func:`qsimdist.executors.statevector.simulate`, which puts its
+    spare buffer in ``work``).
     """
     import time
 
@@ -317,7 +319,7 @@ def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None):
             fuse_seconds
     state = simulate(gc.n_qubits, fused.gates, fused.global_phase, dtype,
                      diagonal=diagonal_flags(fused), progress=progress,
-                     kernel=route.kernel or "auto")
+                     kernel=route.kernel or "auto", work=work)
     return state, fused, fuse_seconds
 
 

@@ -63,6 +63,39 @@ def _is_diagonal(matrix: np.ndarray) -> bool:
     return not np.any(matrix[~np.eye(matrix.shape[0], dtype=bool)])
 
 
+#: state-sized buffers from this many bytes up to PREFAULTED_MAX_BYTES come from one
+#: anonymous mapping populated at once (:func:`state_buffer`) rather than numpy's
+#: allocator. numpy advises huge pages for large arrays; where the kernel must compact
+#: memory to find them, first touch stalls: 64 MiB took 100-225 ms here where huge
+#: pages were short, 5 ms where they were free, and 26-33 ms populated with 4 KiB
+#: pages every time (BENCHMARKS.md section 31). Above the cap, huge pages' fewer TLB
+#: misses matter more than a one-off fault-in, and numpy's allocator stays.
+PREFAULTED_MIN_BYTES = 4 << 20
+PREFAULTED_MAX_BYTES = 1 << 30
+
+
+def state_buffer(size: int, dtype, zeroed: bool = False) -> np.ndarray:
+    """A flat array of ``size`` elements of ``dtype`` for a state or its work copy.
+
+    Between :data:`PREFAULTED_MIN_BYTES` and :data:`PREFAULTED_MAX_BYTES` it is an
+    anonymous mapping populated in one call (already zero); elsewhere, or where the
+    mapping is refused, numpy's ``zeros`` / ``empty``.
+    """
+    import mmap
+
+    dtype = np.dtype(dtype)
+    nbytes = size * dtype.itemsize
+    populate = getattr(mmap, "MAP_POPULATE", None)
+    if populate is not None and PREFAULTED_MIN_BYTES <= nbytes <= PREFAULTED_MAX_BYTES:
+        try:
+            m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate)
+        except (OSError, ValueError):
+            pass
+        else:
+            return np.frombuffer(m, dtype=dtype)
+    return np.zeros(size, dtype=dtype) if zeroed else np.empty(size, dtype=dtype)
+
+
 def permute_axes(src: np.ndarray, dest: np.ndarray, perm: Sequence[int]) -> None:
     """Copy the flat ``(2,)*n`` tensor ``src`` into ``dest`` with axis ``perm[j]`` of
     ``src`` becoming axis ``j`` of ``dest`` (C order, both flat and of one size).
@@ -97,7 +130,7 @@ class _State:
 
     def __init__(self, n: int, dtype: np.dtype) -> None:
         self.n = n
-        self.buf = np.zeros(1 << n, dtype=dtype)
+        self.buf = state_buffer(1 << n, dtype, zeroed=True)
         self.buf[0] = 1.0
         self.spare: np.ndarray | None = None  # the second buffer, made when first needed
         self.held = list(range(n - 1, -1, -1))  # Qiskit's order: axis a holds qubit n-1-a
@@ -107,7 +140,7 @@ class _State:
 
     def _spare(self) -> np.ndarray:
         if self.spare is None:
-            self.spare = np.empty_like(self.buf)
+            self.spare = state_buffer(self.buf.size, self.buf.dtype)
         return self.spare
 
     def _move(self, qubits: tuple[int, ...]) -> int:
@@ -254,7 +287,7 @@ KERNELS = ("auto", "compiled", "numpy")
 def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
              dtype: str = "complex128", diagonal: Sequence[bool] | None = None,
              progress: Callable[[str, int, int], None] | None = None,
-             kernel: str = "auto") -> np.ndarray:
+             kernel: str = "auto", work: dict | None = None) -> np.ndarray:
     """The state ``U|0...0>`` as a flat vector in Qiskit's order (bit ``q`` of the index is
     qubit ``q``), global phase included.
 
@@ -269,6 +302,9 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
         kernel: ``"compiled"`` (dense gates in place, :class:`_InPlaceState`),
             ``"numpy"`` (a GEMM per gate, :class:`_State`) or ``"auto"``
             (compiled from :data:`COMPILED_MIN_QUBITS` qubits).
+        work: a dict that receives, under ``"spare"``, the second state buffer
+            when one was made (already paged in: a reader that needs a
+            state-sized copy can reuse it).
     """
     gates = list(gates)
     if n_qubits < 0:
@@ -298,6 +334,8 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
     out = state.canonical()
     if global_phase:
         out *= dt.type(np.exp(1j * global_phase))
+    if work is not None and state.spare is not None:
+        work["spare"] = state.spare
     return out
 
 
