@@ -307,19 +307,22 @@ def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None,
     import time
 
     from ..executors.statevector import simulate
-    from ..frontends.fusion import diagonal_flags, fuse
+    from ..frontends.fusion import absorb_swaps, diagonal_flags, fuse
 
     t0 = time.perf_counter()
-    fused = fuse(gc, route.fusion_width or 4, keep_diagonal=False, progress=progress)
-    fuse_seconds = time.perf_counter() - t0
     if route.engine == "qsim":
         from ..executors import qsim_engine
 
+        fused = fuse(gc, route.fusion_width or 4, keep_diagonal=False, progress=progress)
         return qsim_engine.simulate(gc.n_qubits, fused.gates, fused.global_phase), fused, \
-            fuse_seconds
+            time.perf_counter() - t0
+    # qsimdist's kernels track which qubit sits on which axis: a SWAP is a relabelling
+    relabelled, logical = absorb_swaps(gc)
+    fused = fuse(relabelled, route.fusion_width or 4, keep_diagonal=False, progress=progress)
+    fuse_seconds = time.perf_counter() - t0
     state = simulate(gc.n_qubits, fused.gates, fused.global_phase, dtype,
                      diagonal=diagonal_flags(fused), progress=progress,
-                     kernel=route.kernel or "auto", work=work)
+                     kernel=route.kernel or "auto", work=work, logical=logical)
     return state, fused, fuse_seconds
 
 

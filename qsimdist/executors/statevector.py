@@ -287,7 +287,8 @@ KERNELS = ("auto", "compiled", "numpy")
 def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
              dtype: str = "complex128", diagonal: Sequence[bool] | None = None,
              progress: Callable[[str, int, int], None] | None = None,
-             kernel: str = "auto", work: dict | None = None) -> np.ndarray:
+             kernel: str = "auto", work: dict | None = None,
+             logical: Sequence[int] | None = None) -> np.ndarray:
     """The state ``U|0...0>`` as a flat vector in Qiskit's order (bit ``q`` of the index is
     qubit ``q``), global phase included.
 
@@ -305,6 +306,9 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
         work: a dict that receives, under ``"spare"``, the second state buffer
             when one was made (already paged in: a reader that needs a
             state-sized copy can reuse it).
+        logical: wire ``w`` of ``gates`` holds qubit ``logical[w]`` of the result
+            (SWAPs taken out as relabellings:
+            :func:`qsimdist.frontends.fusion.absorb_swaps`); None: the same.
     """
     gates = list(gates)
     if n_qubits < 0:
@@ -331,6 +335,10 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
             state.dense(mat, qubits)
         if progress is not None and done % 1024 == 0:
             progress("statevector", done, total)
+    if logical is not None:
+        if sorted(logical) != list(range(n_qubits)):
+            raise InvalidInputError(f"logical must be a permutation of range({n_qubits})")
+        state.held = [int(logical[w]) for w in state.held]
     out = state.canonical()
     if global_phase:
         out *= dt.type(np.exp(1j * global_phase))

@@ -260,6 +260,37 @@ def _block_matrix(circuit: GateCircuit, block: _Block) -> tuple[np.ndarray, tupl
     return u.reshape(2**m, 2**m), qubits
 
 
+_SWAP = np.array([[1, 0, 0, 0], [0, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 1]])
+
+
+def absorb_swaps(circuit: GateCircuit) -> tuple[GateCircuit, list[int] | None]:
+    """The circuit with its SWAP gates turned into relabellings, and where each qubit ended.
+
+    A SWAP of qubits ``a`` and ``b`` applied as a gate costs a pass over a state;
+    applied as a relabelling it costs nothing: every later gate on ``a`` acts on
+    the wire that held ``b``, and the other way round. Returns ``(circuit without
+    SWAPs, logical)``, where wire ``w`` of the returned circuit's final state
+    holds qubit ``logical[w]`` of the original's (None, and the circuit itself,
+    where there was no SWAP).
+    """
+    if not any(g.name == "swap" and len(g.qubits) == 2 for g in circuit.gates):
+        return circuit, None
+    where = list(range(circuit.n_qubits))  # where[q]: the wire holding qubit q now
+    out = GateCircuit(circuit.n_qubits, global_phase=circuit.global_phase, name=circuit.name)
+    for g in circuit.gates:
+        if (g.name == "swap" and len(g.qubits) == 2
+                and np.array_equal(np.asarray(g.matrix), _SWAP)):
+            a, b = g.qubits
+            where[a], where[b] = where[b], where[a]
+            continue
+        out.gates.append(g if all(where[q] == q for q in g.qubits)
+                         else dataclasses.replace(g, qubits=tuple(where[q] for q in g.qubits)))
+    logical = [0] * circuit.n_qubits
+    for q, w in enumerate(where):
+        logical[w] = q
+    return out, logical
+
+
 def fuse(circuit: GateCircuit, max_qubits: int = 4, *, keep_diagonal: bool = True,
          max_diagonal_qubits: int | None = MAX_DIAGONAL_QUBITS,
          progress: Callable[[str, int, int], None] | None = None) -> GateCircuit:
