@@ -5,6 +5,7 @@ Correctness only: no timing is asserted (speed lives in BENCHMARKS.md).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -150,6 +151,119 @@ def test_bad_suite_exits_2_with_one_line(capsys):
     assert main(["bench", "--suite", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["qsimdist: error: unknown suite 'nope'; valid: tiny, quick, full"]
+
+
+PRIMITIVES_SPEC = dataclasses.replace(SPEC, primitives=("rc6",), primitive_shots=200,
+                                      deep_amplitude=("q24",))
+
+
+#: the keys summary_lines and report_md.render read, with no section run
+_EMPTY_RESULT = {"suite": "tiny", "date": "now", "machine": {"cpu_model": "cpu", "cores": 1},
+                 "same_path": [], "end_to_end": [], "mpi": [], "planning": [],
+                 "first_amplitude": [], "skipped": []}
+
+
+@pytest.fixture(scope="module")
+def primitives_result(tmp_path_factory) -> dict:
+    data = tmp_path_factory.mktemp("no-data-primitives")
+    return suite.run_suite(PRIMITIVES_SPEC, data=data, quiet=True, only=("primitives",))
+
+
+def test_primitives_section(primitives_result, tmp_path):
+    r = primitives_result
+    assert not r["skipped"] and not r["same_path"] and not r["deep_amplitude"]
+    rows = {x["primitive"]: x for x in r["primitives"]}
+    assert len(r["primitives"]) == 2 and set(rows) == {"sampler", "estimator"}
+    for x in rows.values():
+        assert x["case"] == "rc6" and x["shots"] == 200
+        assert x["qsimdist"]["seconds"] > 0 and x["aer"]["seconds"] > 0, x
+        assert x["ratio"] == pytest.approx(x["aer"]["seconds"] / x["qsimdist"]["seconds"])
+        assert "marginal" not in x["qsimdist"] and "marginal" not in x["aer"]
+    assert rows["estimator"]["max_abs_diff"] < 1e-6
+    assert rows["sampler"]["max_z"] < 6
+
+    lines = suite.summary_lines(r)
+    assert sum(line.startswith("primitive ") and "rc6" in line for line in lines) == 2
+    (target,) = [t for t in r["targets"] if t["target"].startswith("primitives")]
+    ratios = [x["ratio"] for x in r["primitives"]]
+    assert target["measured"] == pytest.approx(statistics.median(ratios))
+    assert target["met"] == (statistics.median(ratios) >= suite.TARGET_PRIMITIVES_MEDIAN
+                             and min(ratios) >= suite.TARGET_PRIMITIVES_MIN)
+    assert any(line.startswith("target     primitives vs Qiskit Aer") for line in lines)
+
+    body = report_md.render(r, {}, tmp_path)
+    assert "| sampler | rc6 |" in body and "| estimator | rc6 |" in body
+    assert "--primitives estimator --cases rc6 --shots 200" in body
+    assert "deep circuits" not in body
+
+
+def test_primitive_jobs_run_wide_cases_for_their_primitive_only():
+    spec = dataclasses.replace(SPEC, primitives=("rc6", "ghz40", "brick50"))
+    assert suite.primitive_jobs(spec) == [("sampler", "rc6"), ("sampler", "ghz40"),
+                                          ("estimator", "rc6"), ("estimator", "brick50")]
+    full = suite.SUITES["full"]
+    assert "ghz40" in full.primitives and "brick50" in full.primitives
+    assert full.deep_amplitude == ("q24",) and suite.SUITES["tiny"].primitives == ()
+
+
+def test_primitives_without_aer_say_so(monkeypatch):
+    monkeypatch.setattr(suite, "_importable", lambda module: module != "qiskit_aer")
+    spec = dataclasses.replace(SPEC, primitive_shots=50)
+    row = suite.primitives_comparison("sampler", "rc6", spec)
+    assert row["qsimdist"]["seconds"] > 0 and "ratio" not in row
+    assert "qiskit-aer is not installed" in row["aer"]["error"]
+    assert any("qiskit-aer is not installed" in line
+               for line in suite.summary_lines(dict(_EMPTY_RESULT, primitives=[row])))
+
+
+def test_deep_amplitude_skips_an_absent_circuit(tmp_path):
+    r = suite.run_suite(PRIMITIVES_SPEC, data=tmp_path, quiet=True, only=("deep_amplitude",))
+    assert r["deep_amplitude"] == [] and r["primitives"] == []
+    (skip,) = r["skipped"]
+    assert skip["section"] == "deep_amplitude" and skip["case"] == "q24"
+    assert str(tmp_path / "circuits" / "qsim" / "circuit_q24.qsim") in skip["reason"]
+    assert any("circuit_q24.qsim" in line for line in suite.summary_lines(r))
+
+
+def test_deep_amplitude_rows(tmp_path, monkeypatch):
+    folder = tmp_path / "circuits" / "qsim"
+    folder.mkdir(parents=True)
+    gates = ["0 h 0", "0 h 1", "0 h 2", "0 h 3", "1 cz 0 1", "1 cz 2 3", "2 t 0", "2 x_1_2 1",
+             "2 y_1_2 2", "2 t 3", "3 cz 1 2", "4 h 0", "4 t 2", "4 y_1_2 3"]
+    (folder / "circuit_q4.qsim").write_text("4\n" + "\n".join(gates) + "\n")
+    monkeypatch.setattr(suite, "_importable", lambda module: module != "qsimcirq")
+    rec = suite.deep_amplitude("q4", tmp_path)
+    from qsimdist.bench import statevector
+
+    assert [x["contender"] for x in rec["rows"]] == list(statevector.CONTENDERS)
+    assert rec["n_qubits"] == 4 and all(x["circuit"] == "q4" for x in rec["rows"])
+    by = {x["contender"]: x for x in rec["rows"]}
+    assert "qsimcirq is not installed" in by["qsimcirq"]["error"]
+    amps = [complex(*x["amp"]) for x in rec["rows"] if "amp" in x]
+    assert len(amps) == 4 and all(x["seconds"] > 0 for x in rec["rows"] if "amp" in x)
+    assert max(abs(a - amps[0]) for a in amps) < 1e-5 and abs(amps[0]) > 1e-3
+    assert all(x["rel_diff_to_complex128"] < 1e-5 for x in rec["rows"] if "amp" in x)
+    result = dict(_EMPTY_RESULT, deep_amplitude=[rec], settings={})
+    lines = [line for line in suite.summary_lines(result) if line.startswith("deep amp")]
+    assert len(lines) == 5 and "qsimcirq is not installed" in lines[3]
+    body = report_md.render(dict(result, command="c", versions={}, settings={
+        "warmup_rounds": 1, "repeats": 1, "search_repeats": 1}), {}, tmp_path)
+    assert "| q4 | Qiskit Aer |" in body and "--circuits q4" in body
+
+
+def test_bad_sections_exit_2_with_one_line(capsys):
+    assert main(["bench", "--suite", "tiny", "--sections", "primitives,nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nope" in err[0] and err[0].startswith("qsimdist: error: ")
+    assert err[0].endswith("valid: " + ", ".join(suite.SECTIONS))
+
+
+def test_sections_option_is_passed_through(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(suite, "bench_command", lambda *a, **k: seen.update(k))
+    assert main(["bench", "--suite", "tiny", "--sections", "primitives, deep_amplitude",
+                 "--sections", "mpi"]) == 0
+    assert seen["only"] == ("primitives", "deep_amplitude", "mpi")
 
 
 def test_bench_report_refuses_other_json(capsys, tmp_path):

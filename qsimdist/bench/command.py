@@ -28,12 +28,24 @@ def bench(
         "../shared/data); comparisons needing absent files are skipped with the reason."
     ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    sections: Optional[list[str]] = typer.Option(
+        None, "--sections", help="Run only these sections (comma-separated or repeated): "
+        "same_path, end_to_end, mpi, planning, first_amplitude, primitives, deep_amplitude."
+    ),
 ) -> None:
-    """Benchmark qsimdist side by side with cotengra, quimb, Qiskit Aer and itself under MPI."""
-    from .suite import bench_command, get_suite
+    """Benchmark qsimdist beside cotengra, quimb, Qiskit Aer, qsim and itself under MPI."""
+    from .suite import SECTIONS, bench_command, get_suite
 
     get_suite(suite)  # a bad name fails before anything runs
-    bench_command(suite, json_path, out, report, benchmarks, data, quiet)
+    only = None
+    if sections is not None:  # unknown names: run_suite raises before anything runs
+        only = tuple(name.strip() for value in sections for name in value.split(",")
+                     if name.strip())
+        if not only:
+            from ..errors import InvalidInputError
+
+            raise InvalidInputError(f"--sections names no section; valid: {', '.join(SECTIONS)}")
+    bench_command(suite, json_path, out, report, benchmarks, data, quiet, only=only)
 
 
 def bench_report(

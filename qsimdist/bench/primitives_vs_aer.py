@@ -2,7 +2,8 @@
 
 Circuits (all seeded):
 
-* ``rcN``: ``random_circuit(N, 12, max_operands=2, seed=5)``, N = 20, 22, 24, 26;
+* ``rcN``: ``random_circuit(N, 12, max_operands=2, seed=5)``, N = 20, 22, 24, 26
+  (any N >= 4 runs: the tests take rc6);
 * ``su2_24``: ``efficient_su2(24, reps=3)``, parameters drawn uniformly in [0, 2 pi);
 * ``qft20``: a random RY on each of 20 qubits, then ``QFTGate(20)``;
 * ``brick26``: 26 qubits, 10 layers of RX and RZ on every qubit and CZ on alternate
@@ -13,7 +14,8 @@ Circuits (all seeded):
 
 The sampler draws 2,000 shots of every qubit; the estimator reads 40 Pauli
 strings: 20 local (``Z_i Z_i+1`` and ``X_i``) and 20 random-sparse (weight 3-4,
-random positions and letters). Each contender runs in its own process, one after
+random positions and letters; below 11 qubits the ``Z_i Z_i+1`` pairs wrap around,
+``i mod (N - 1)``). Each contender runs in its own process, one after
 the other; ``seconds`` is the ``run(...).result()`` call alone (circuit built,
 imports done). Aer gets the circuit transpiled for ``AerSimulator`` at
 optimisation level 1 (it refuses some of ``random_circuit``'s gates), timed apart
@@ -26,6 +28,9 @@ Run::
 
     python -m qsimdist.bench.primitives_vs_aer [--cases rc20 ...] [--json FILE]
         [--only-qsimdist]   # e.g. from an older checkout's directory, to compare versions
+
+:func:`compare_case` is one row of that table; ``qsimdist bench`` runs it as its
+``primitives`` section (``SuiteSpec.primitives``).
 """
 
 from __future__ import annotations
@@ -82,7 +87,8 @@ qc = bare.measure_all(inplace=False)
 rng = np.random.default_rng(3)
 labels = []
 for i in range(10):
-    zz = ["I"] * n; zz[i] = zz[i + 1] = "Z"; labels.append("".join(reversed(zz)))
+    j = i % (n - 1)  # i itself from 11 qubits on; below, the pairs wrap around
+    zz = ["I"] * n; zz[j] = zz[j + 1] = "Z"; labels.append("".join(reversed(zz)))
     x = ["I"] * n; x[(3 * i) % n] = "X"; labels.append("".join(reversed(x)))
 for _ in range(20):
     s = ["I"] * n
@@ -169,6 +175,29 @@ def _compare(prim: str, ours: dict, aer: dict, shots: int) -> dict:
     return row
 
 
+def compare_case(primitive: str, case: str, shots: int = 2000, timeout: float = 900.0,
+                 with_aer: bool = True) -> dict:
+    """One row: ``primitive`` (sampler or estimator) on ``case``, qsimdist then Aer.
+
+    Each contender runs in its own subprocess. Aer is not run (its side reads
+    ``{"error": "not run"}``) with ``with_aer=False`` or for a wide case of
+    ``primitive``. The row holds both sides' records (the marginals dropped)
+    and, when both ran, ``ratio`` (Aer / qsimdist) and the agreement
+    (``max_abs_diff`` or ``max_z``).
+    """
+    if primitive not in WIDE:
+        raise ValueError(f"unknown primitive {primitive!r}; valid: {', '.join(WIDE)}")
+    setup = _BUILD.format(case=case, shots=shots)
+    ours = _run(setup + _CODE[("qsimdist", primitive)], timeout)
+    aer = ({"error": "not run"} if not with_aer or case in WIDE[primitive]
+           else _run(setup + _CODE[("aer", primitive)], timeout))
+    row = {"primitive": primitive, "case": case, "qsimdist": ours, "aer": aer,
+           **_compare(primitive, ours, aer, shots)}
+    for side in ("qsimdist", "aer"):  # keep the report short
+        row[side].pop("marginal", None)
+    return row
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", nargs="+", default=None)
@@ -182,14 +211,8 @@ def main(argv=None) -> int:
     for prim in args.primitives:
         cases = args.cases or CASES + WIDE[prim]
         for case in cases:
-            setup = _BUILD.format(case=case, shots=args.shots)
-            ours = _run(setup + _CODE[("qsimdist", prim)], args.timeout)
-            aer = ({"error": "not run"} if args.only_qsimdist or case in WIDE[prim]
-                   else _run(setup + _CODE[("aer", prim)], args.timeout))
-            row = {"primitive": prim, "case": case, "qsimdist": ours, "aer": aer,
-                   **_compare(prim, ours, aer, args.shots)}
-            for side in ("qsimdist", "aer"):  # keep the report short
-                row[side].pop("marginal", None)
+            row = compare_case(prim, case, shots=args.shots, timeout=args.timeout,
+                               with_aer=not args.only_qsimdist)
             rows.append(row)
             print(json.dumps(row), flush=True)
     ratios = [r["ratio"] for r in rows if "ratio" in r]

@@ -9,6 +9,8 @@ written to a temporary name and renamed. Plots are matplotlib PNGs:
   ceilings measured in the same run (GEMM rate; copy bandwidth times the
   step's FLOPs per byte);
 * ``ep.png`` -- E_P against P, measured and predicted.
+
+The primitives and deep-amplitude sections get a table each when the run has them.
 """
 
 from __future__ import annotations
@@ -152,6 +154,11 @@ def _f(v, fmt: str = ".2f") -> str:
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def _cell(text: str) -> str:
+    """``text`` (an error message) safe inside a table cell."""
+    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def _times(xs: list[float]) -> str:
@@ -307,6 +314,56 @@ def render(result: dict, images: dict[str, Path], base: Path,
                           _f(r["stats"].get("plan_seconds")),
                           _f(r["stats"].get("execute_seconds"))]
                          for r in result["first_amplitude"]])
+    if result.get("primitives"):
+        prim = result["primitives"]
+        lines += ["", "**Qiskit primitives against Qiskit Aer's** (measured: SamplerV2 / "
+                  "EstimatorV2, each contender in its own process, the `run(...).result()` call "
+                  "alone; Aer's transpile timed apart and left out of the ratio; agreement: the "
+                  "estimator's largest absolute difference, the sampler's largest z-score of a "
+                  "qubit's marginal):", ""]
+        rows = []
+        for r in prim:
+            q, a = r["qsimdist"], r["aer"]
+            rows.append([r["primitive"], r["case"],
+                         _cell(q["error"]) if "error" in q else f"{q['seconds']:.2f}",
+                         f"{q.get('method')}, {q.get('engine')}" if "error" not in q else "—",
+                         _cell(a["error"]) if "error" in a else f"{a['seconds']:.2f}",
+                         _f(a.get("transpile_seconds")),
+                         f"**{r['ratio']:.2f}**" if "ratio" in r else "—",
+                         f"max abs diff {r['max_abs_diff']:.1e}" if "max_abs_diff" in r
+                         else f"max z {r['max_z']:.1f}" if "max_z" in r else "—"])
+        lines += _table(["primitive", "case", "qsimdist (s)", "route, engine", "Aer (s)",
+                         "Aer transpile (s)", "Aer / qsimdist", "agreement"], rows)
+        commands = {}
+        for r in prim:  # one command per primitive, its cases in the order they ran
+            commands.setdefault(r["primitive"], []).append(r["case"])
+        shots = result["settings"].get("primitive_shots", 2000)
+        lines += ["", "Commands (the same rows alone): " + "; ".join(
+            f"`python -m qsimdist.bench.primitives_vs_aer --primitives {p} --cases "
+            f"{' '.join(cs)} --shots {shots}`" for p, cs in commands.items()) + "."]
+    if result.get("deep_amplitude"):
+        deep = result["deep_amplitude"]
+        lines += ["", "**One amplitude of qsim's deep circuits** (measured: the amplitude of "
+                  "0…0, each contender in its own process; *in the call*: the amplitude call "
+                  "alone, the circuit already read; *whole process*: interpreter start and "
+                  "imports included):", ""]
+        rows = []
+        for rec in deep:
+            for r in rec["rows"]:
+                if "error" in r:
+                    rows.append([rec["circuit"], r["contender"], _cell(r["error"])] + ["—"] * 5)
+                    continue
+                rows.append([rec["circuit"], r["contender"], f"{r['seconds']:.2f}",
+                             f"{r['process_seconds']:.2f}",
+                             _f(r.get("qsimcirq_seconds_over_this")),
+                             _f(r.get("qsimcirq_process_over_this")),
+                             _f(r.get("rel_diff_to_qsimcirq"), ".1e"),
+                             f"{r['engine']}, {r['fusion_width']}" if "engine" in r else "—"])
+        lines += _table(["circuit", "contender", "in the call (s)", "whole process (s)",
+                         "qsimcirq / this, call", "qsimcirq / this, process",
+                         "rel. diff. to qsimcirq", "engine, fusion width"], rows)
+        lines += ["", "Commands: " + "; ".join(f"`{_shown(rec['command'])}`" for rec in deep)
+                  + "."]
     if result["skipped"]:
         lines += ["", "Not run here:"]
         lines += [f"- {s['section'].replace('_', ' ')}, {s['case']}: {s['reason']}"

@@ -22,16 +22,21 @@ amplitude's relative difference to qsimcirq's. Run::
 
     python -m qsimdist.bench.statevector --data ../shared/data [--circuits q24 q30]
         [--timeout 1800] [--json FILE]
+
+:func:`compare_circuit` is one circuit's rows; ``qsimdist bench`` runs it as its
+``deep_amplitude`` section (``SuiteSpec.deep_amplitude``).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 _READ = """
@@ -122,6 +127,59 @@ def run_one(name: str, path: Path, timeout: float) -> dict:
     return {"contender": name, "error": tail[:200]}
 
 
+#: the contenders' names, in the order they run
+CONTENDERS = tuple(_CONTENDERS)
+
+
+class CircuitAbsent(FileNotFoundError):
+    """The circuit file of :func:`compare_circuit` is not there (``filename``: its path)."""
+
+
+def circuit_path(circuit: str, data: Path) -> Path:
+    """Where ``circuit`` (``q24``, ``q30``) lies under the reference-data folder ``data``."""
+    return Path(data) / "circuits" / "qsim" / f"circuit_{circuit}.qsim"
+
+
+def compare_circuit(circuit: str, data: Path, contenders=None, timeout: float = 1800.0, *,
+                    progress: Callable[[dict], None] | None = None) -> list[dict]:
+    """One amplitude of ``circuit`` from each contender (default: all), one process each.
+
+    Returns one row per contender, with the relative differences to qsimcirq's
+    and to the complex128 amplitude where those ran. The complex128 contender
+    is recorded as an error where two such states do not fit the memory limit.
+    ``progress`` gets each contender's row as soon as it has run. Raises
+    :class:`CircuitAbsent` when the circuit file is not under ``data``.
+    """
+    path = circuit_path(circuit, data)
+    if not path.exists():
+        raise CircuitAbsent(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+    n = int(path.read_text().split("\n", 1)[0])
+    rows = []
+    for name in CONTENDERS if contenders is None else contenders:
+        if name.endswith("complex128)") and not _fits_two_states(n, 16):
+            rows.append({"contender": name, "error": "two complex128 states do not fit "
+                         "this machine's memory limit"})
+            continue
+        row = run_one(name, path, timeout)
+        rows.append(row)
+        if progress is not None:
+            progress(row)
+    ref = next((r for r in rows if r["contender"] == "qsimcirq" and "amp" in r), None)
+    exact = next((r for r in rows if r["contender"].endswith("complex128)") and "amp" in r),
+                 None)
+    for r in rows:
+        r["circuit"] = circuit
+        if ref is not None and "amp" in r:
+            a, b = complex(*r["amp"]), complex(*ref["amp"])
+            r["rel_diff_to_qsimcirq"] = abs(a - b) / abs(b)
+            r["qsimcirq_seconds_over_this"] = ref["seconds"] / r["seconds"]
+            r["qsimcirq_process_over_this"] = ref["process_seconds"] / r["process_seconds"]
+        if exact is not None and "amp" in r:
+            a, b = complex(*r["amp"]), complex(*exact["amp"])
+            r["rel_diff_to_complex128"] = abs(a - b) / abs(b)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default="../shared/data")
@@ -134,33 +192,13 @@ def main(argv=None) -> int:
               "cores": len(os.sched_getaffinity(0)), "load_average": os.getloadavg()[0],
               "rows": []}
     for c in args.circuits:
-        path = Path(args.data) / "circuits" / "qsim" / f"circuit_{c}.qsim"
-        if not path.exists():
-            print(f"{path} is absent; skipped", flush=True)
+        try:
+            rows = compare_circuit(c, Path(args.data), args.contenders, args.timeout,
+                                   progress=lambda row, c=c: print(c, json.dumps(row),
+                                                                   flush=True))
+        except CircuitAbsent as exc:
+            print(f"{exc.filename} is absent; skipped", flush=True)
             continue
-        n = int(path.read_text().split("\n", 1)[0])
-        rows = []
-        for name in args.contenders:
-            if name.endswith("complex128)") and not _fits_two_states(n, 16):
-                rows.append({"contender": name, "error": "two complex128 states do not fit "
-                             "this machine's memory limit"})
-                continue
-            row = run_one(name, path, args.timeout)
-            rows.append(row)
-            print(c, json.dumps(row), flush=True)
-        ref = next((r for r in rows if r["contender"] == "qsimcirq" and "amp" in r), None)
-        exact = next((r for r in rows if r["contender"].endswith("complex128)") and "amp" in r),
-                     None)
-        for r in rows:
-            r["circuit"] = c
-            if ref is not None and "amp" in r:
-                a, b = complex(*r["amp"]), complex(*ref["amp"])
-                r["rel_diff_to_qsimcirq"] = abs(a - b) / abs(b)
-                r["qsimcirq_seconds_over_this"] = ref["seconds"] / r["seconds"]
-                r["qsimcirq_process_over_this"] = ref["process_seconds"] / r["process_seconds"]
-            if exact is not None and "amp" in r:
-                a, b = complex(*r["amp"]), complex(*exact["amp"])
-                r["rel_diff_to_complex128"] = abs(a - b) / abs(b)
         report["rows"].extend(rows)
     print(_table(report["rows"]))
     if args.json:

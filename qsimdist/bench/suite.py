@@ -1,6 +1,7 @@
 """``qsimdist bench``: qsimdist side by side with what users would otherwise pick.
 
-    qsimdist bench [--suite tiny|quick|full] [--json FILE] [--out DIR] [--report]
+    qsimdist bench [--suite tiny|quick|full] [--sections NAME,...] [--json FILE] [--out DIR]
+        [--report]
 
 Every comparison runs in this one process (the MPI one in an ``mpiexec``
 subprocess, the cold first-amplitude runs in fresh subprocesses), contenders
@@ -21,7 +22,17 @@ Comparisons:
   E_P and R_P, the communication share, predicted against measured time;
 * **planning** -- planning with an empty path cache against re-planning with
   the structure cache warm, and the time to the first amplitude in a fresh
-  process (``python -m qsimdist amplitude``) with empty caches.
+  process (``python -m qsimdist amplitude``) with empty caches;
+* **primitives** -- Qiskit SamplerV2 / EstimatorV2 of qsimdist against Qiskit
+  Aer's, each contender in its own subprocess
+  (:func:`.primitives_vs_aer.compare_case`; the wide cases qsimdist only);
+* **deep amplitude** -- one amplitude of qsim's deep circuits (``circuit_q24``)
+  from qsimdist, qsimcirq and Aer, each in its own process
+  (:func:`.statevector.compare_circuit`).
+
+A contender that is not installed (Qiskit Aer, qsimcirq) is recorded as an error
+with the reason; ``--sections`` (``only=``) runs the named sections alone
+(:data:`SECTIONS`).
 """
 
 from __future__ import annotations
@@ -46,13 +57,23 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InvalidInputError, QsimdistError
+from .primitives_vs_aer import CASES as PRIMITIVE_CASES
+from .primitives_vs_aer import WIDE as PRIMITIVE_WIDE
 from .result import SCHEMA, SCHEMA_VERSION, load_json, write_json
 
 #: targets of issue 11 (benchmarks, not timed tests)
 TARGET_SAME_PATH = 3.0  # same path, median of pairwise ratios against cotengra
 TARGET_END_TO_END = 1.5  # one amplitude end to end against quimb, same search budget
 TARGET_FIRST_AMPLITUDE_S = 1.0  # cold, <= 20 qubits
+#: Qiskit primitives against Aer's: median of Aer / qsimdist over the cases, and the smallest
+TARGET_PRIMITIVES_MEDIAN = 1.2
+TARGET_PRIMITIVES_MIN = 1.0
 AER_MAX_QUBITS = 28
+
+#: the sections of a run, in the order they run (``only=`` / ``--sections`` names)
+SECTIONS = ("same_path", "end_to_end", "mpi", "planning", "first_amplitude", "primitives",
+            "deep_amplitude")
+PRIMITIVES = ("sampler", "estimator")
 
 N53M10 = "circuits/circuit_n53_m10_s0_e0_pABCDCDAB.qsim"
 N30 = "circuits/circuit_n30_m14_s0_e0_pEFGH.qsim"
@@ -94,6 +115,12 @@ class SuiteSpec:
     #: rounds of the same-path comparison (cheap rounds; small plans need more of them:
     #: cotengra's time on rqc_4x5_m12 moves between 0.10 and 0.16 s from round to round)
     same_path_repeats: int | None = None  # None: ``repeats``
+    #: cases of :mod:`.primitives_vs_aer` (``rc20``, ``qft20``, ...; a wide case runs for its
+    #: own primitive only), each for SamplerV2 and EstimatorV2
+    primitives: tuple[str, ...] = ()
+    primitive_shots: int = 2000
+    #: qsim's deep circuits (``q24``, ``q30``: ``circuits/qsim/circuit_q24.qsim`` of the data)
+    deep_amplitude: tuple[str, ...] = ()
 
     @property
     def same_path_rounds(self) -> int:
@@ -123,6 +150,7 @@ SUITES: dict[str, SuiteSpec] = {
                          Case("qft_n10", "bundled:qft_n10.qasm"),
                          Case("rqc_4x5_m12", "bundled:rqc_4x5_m12.qasm")),
         mpi_ranks=(2,), mpi_repeats=3, same_path_repeats=9,
+        primitives=("rc20", "qft20"),
     ),
     "full": SuiteSpec(
         name="full", repeats=5, search_repeats=16,
@@ -141,6 +169,8 @@ SUITES: dict[str, SuiteSpec] = {
                          Case("rqc_4x5_m12", "bundled:rqc_4x5_m12.qasm"),
                          Case("n53m10", f"shared:{N53M10}")),
         mpi_ranks=(2, 4), mpi_repeats=5, same_path_repeats=9,
+        primitives=(*PRIMITIVE_CASES, *(c for p in PRIMITIVES for c in PRIMITIVE_WIDE[p])),
+        deep_amplitude=("q24",),
     ),
 }
 
@@ -650,6 +680,74 @@ def mpi_comparison(ranks: int, spec: SuiteSpec, data: Path, scratch: Path,
     }
 
 
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def primitive_jobs(spec: SuiteSpec) -> list[tuple[str, str]]:
+    """The (primitive, case) pairs of the primitives section: every case for both
+    primitives, except that a wide case runs for its own primitive only."""
+    wide = {c for cases in PRIMITIVE_WIDE.values() for c in cases}
+    return [(p, c) for p in PRIMITIVES for c in spec.primitives
+            if c not in wide or c in PRIMITIVE_WIDE[p]]
+
+
+def primitives_comparison(primitive: str, case: str, spec: SuiteSpec,
+                          timeout: float = 900.0) -> dict:
+    """SamplerV2 or EstimatorV2 of qsimdist against Aer's on one case, each in a subprocess."""
+    from . import primitives_vs_aer
+
+    if not _importable("qiskit"):
+        raise Skip("qiskit is not installed (pip install qiskit)")
+    wide = case in PRIMITIVE_WIDE[primitive]
+    aer = _importable("qiskit_aer")
+    row = primitives_vs_aer.compare_case(primitive, case, shots=spec.primitive_shots,
+                                         timeout=timeout, with_aer=aer and not wide)
+    if wide:
+        row["aer"] = {"error": "not run: a wide case (qsimdist only; Aer's statevector "
+                               "cannot hold it)"}
+    elif not aer:
+        row["aer"] = {"error": "qiskit-aer is not installed (pip install 'qsimdist[aer]')"}
+    row["shots"] = spec.primitive_shots
+    row["command"] = (f"python -m qsimdist.bench.primitives_vs_aer --primitives {primitive} "
+                      f"--cases {case} --shots {spec.primitive_shots}")
+    return row
+
+
+def deep_amplitude(circuit: str, data: Path, timeout: float = 1800.0) -> dict:
+    """One amplitude of qsim's ``circuit_<circuit>.qsim``: qsimdist, qsimcirq, Aer (a process each).
+
+    Raises :class:`Skip` naming the file when it is not under ``data``; a
+    contender that is not installed is a row with the reason as its error.
+    """
+    from . import statevector
+
+    missing = {}
+    if not _importable("qsimcirq"):
+        missing["qsimcirq"] = "qsimcirq is not installed (pip install 'qsimdist[qsim]')"
+    if not _importable("qiskit_aer"):
+        missing["Qiskit Aer"] = "qiskit-aer is not installed (pip install 'qsimdist[aer]')"
+    try:
+        rows = statevector.compare_circuit(
+            circuit, data, [c for c in statevector.CONTENDERS if c not in missing], timeout)
+    except statevector.CircuitAbsent as exc:
+        raise Skip(f"reference data {exc.filename} not found (set $QSIMDIST_SHARED_DATA or "
+                   "--data)") from None
+    by_name = {r["contender"]: r for r in rows}
+    by_name.update({k: {"contender": k, "error": v, "circuit": circuit}
+                    for k, v in missing.items()})
+    path = statevector.circuit_path(circuit, data)
+    return {"circuit": circuit, "file": str(path),
+            "n_qubits": int(path.read_text().split("\n", 1)[0]),
+            "command": f"python -m qsimdist.bench.statevector --data {data} --circuits {circuit}",
+            "rows": [by_name[k] for k in statevector.CONTENDERS if k in by_name]}
+
+
 # --------------------------------------------------------------------------- targets
 
 
@@ -687,6 +785,15 @@ def targets(result: dict) -> list[dict]:
             rows.append({"target": f"first amplitude cold, {r['case']}",
                          "goal": f"< {TARGET_FIRST_AMPLITUDE_S:g} s (fresh process, empty caches)",
                          "measured": v, "met": v < TARGET_FIRST_AMPLITUDE_S})
+    ratios = [r["ratio"] for r in result.get("primitives", []) if "ratio" in r]
+    if ratios:
+        v, low = statistics.median(ratios), min(ratios)
+        rows.append({"target": f"primitives vs Qiskit Aer, {len(ratios)} rows with a ratio "
+                               f"(smallest {low:.2f})",
+                     "goal": f"median Aer / qsimdist >= {TARGET_PRIMITIVES_MEDIAN:.1f}x and "
+                             f"none below {TARGET_PRIMITIVES_MIN:.1f}x",
+                     "measured": v,
+                     "met": v >= TARGET_PRIMITIVES_MEDIAN and low >= TARGET_PRIMITIVES_MIN})
     return rows
 
 
@@ -724,7 +831,8 @@ def _count_ticks(spec: SuiteSpec) -> int:
     per_same = 1 + spec.same_path_rounds + 1
     per_e2e = 1 + spec.repeats
     return (1 + len(spec.same_path) * per_same + len(spec.end_to_end) * per_e2e
-            + 2 * len(spec.planning) + 2 * len(spec.first_amplitude) + len(spec.mpi_ranks))
+            + 2 * len(spec.planning) + 2 * len(spec.first_amplitude) + len(spec.mpi_ranks)
+            + len(primitive_jobs(spec)) + len(spec.deep_amplitude))
 
 
 def run_suite(spec: SuiteSpec | str, data: Path | None = None, command: str | None = None,
@@ -736,7 +844,7 @@ def run_suite(spec: SuiteSpec | str, data: Path | None = None, command: str | No
     """
     spec = get_suite(spec) if isinstance(spec, str) else spec
     data = data if data is not None else default_data_dir()
-    sections = ("same_path", "end_to_end", "mpi", "planning", "first_amplitude")
+    sections = SECTIONS
     if only is not None:
         bad = [s for s in only if s not in sections]
         if bad:
@@ -753,9 +861,10 @@ def run_suite(spec: SuiteSpec | str, data: Path | None = None, command: str | No
         "data_dir": str(data),
         "settings": {"repeats": spec.repeats, "same_path_repeats": spec.same_path_rounds,
                      "warmup_rounds": 1,
-                     "search_repeats": spec.search_repeats, "mpi_repeats": spec.mpi_repeats},
+                     "search_repeats": spec.search_repeats, "mpi_repeats": spec.mpi_repeats,
+                     "primitive_shots": spec.primitive_shots},
         "same_path": [], "end_to_end": [], "mpi": [], "planning": [], "first_amplitude": [],
-        "skipped": [],
+        "primitives": [], "deep_amplitude": [], "skipped": [],
     }
     t_start = time.perf_counter()
     scratch = Path(tempfile.mkdtemp(prefix="qsimdist-bench-"))
@@ -785,6 +894,13 @@ def run_suite(spec: SuiteSpec | str, data: Path | None = None, command: str | No
                 for c in spec.first_amplitude:
                     jobs.append(("first_amplitude", c.label,
                                  lambda c=c: first_amplitude(c, spec, data, scratch, tick)))
+            if "primitives" in wanted:
+                for p, c in primitive_jobs(spec):
+                    jobs.append(("primitives", f"{p} {c}",
+                                 lambda p=p, c=c: primitives_comparison(p, c, spec)))
+            if "deep_amplitude" in wanted:
+                for c in spec.deep_amplitude:
+                    jobs.append(("deep_amplitude", c, lambda c=c: deep_amplitude(c, data)))
             for section, label, job in jobs:
                 describe(f"{section.replace('_', ' ')}: {label}")
                 t_job = time.perf_counter()
@@ -795,7 +911,7 @@ def run_suite(spec: SuiteSpec | str, data: Path | None = None, command: str | No
                 except Skip as exc:
                     result["skipped"].append({"section": section, "case": label,
                                               "reason": str(exc)})
-                if section == "mpi":
+                if section in ("mpi", "primitives", "deep_amplitude"):  # one tick per job
                     tick()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -843,6 +959,27 @@ def summary_lines(result: dict) -> list[str]:
         w = r["wall_s"]
         lines.append(f"first amp  {r['case']:<24} cold {w['cold']:.2f} s  warm caches "
                      f"{w['warm_caches']:.2f} s (fresh process)")
+    for r in result.get("primitives", []):
+        q, a = r["qsimdist"], r["aer"]
+        how = f" ({q.get('method')}, {q.get('engine')})" if "error" not in q else ""
+        agree = (f"max abs diff {r['max_abs_diff']:.1e}" if "max_abs_diff" in r
+                 else f"max z {r['max_z']:.1f}" if "max_z" in r else "")
+        lines.append(f"primitive  {r['primitive']:<9} {r['case']:<14} qsimdist "
+                     + (q["error"] if "error" in q else f"{q['seconds']:.3f} s") + how
+                     + "  Aer " + (a["error"] if "error" in a else f"{a['seconds']:.3f} s")
+                     + (f"  Aer/qsimdist x{r['ratio']:.2f}" if "ratio" in r else "")
+                     + (f"  {agree}" if agree else ""))
+    for rec in result.get("deep_amplitude", []):
+        for r in rec["rows"]:
+            head = f"deep amp   {rec['circuit']:<4} {r['contender']:<34} "
+            if "error" in r:
+                lines.append(head + r["error"])
+                continue
+            ratio = r.get("qsimcirq_seconds_over_this")
+            diff = r.get("rel_diff_to_qsimcirq")
+            lines.append(head + f"{r['seconds']:.3f} s (process {r['process_seconds']:.2f} s)"
+                         + (f"  qsimcirq/this x{ratio:.2f}" if ratio is not None else "")
+                         + (f"  rel diff {diff:.1e}" if diff is not None else ""))
     for s in result["skipped"]:
         lines.append(f"skipped    {s['section']} {s['case']}: {s['reason']}")
     for t in result.get("targets", []):
@@ -852,11 +989,15 @@ def summary_lines(result: dict) -> list[str]:
 
 
 def bench_command(suite: str, json_path: Path | None, out: Path, report: bool,
-                  benchmarks: Path, data: Path | None, quiet: bool = False) -> dict:
-    """What ``qsimdist bench`` does: run, print the table, write JSON and the report."""
+                  benchmarks: Path, data: Path | None, quiet: bool = False,
+                  only: tuple[str, ...] | None = None) -> dict:
+    """What ``qsimdist bench`` does: run, print the table, write JSON and the report.
+
+    ``only``: the sections to run (``None``: all of them).
+    """
     spec = get_suite(suite)
     command = " ".join(["qsimdist", *sys.argv[1:]]) if sys.argv[1:2] == ["bench"] else None
-    result = run_suite(spec, data=data, command=command, quiet=quiet)
+    result = run_suite(spec, data=data, command=command, quiet=quiet, only=only)
     for line in summary_lines(result):
         print(line)
     if json_path is not None:
@@ -870,5 +1011,5 @@ def bench_command(suite: str, json_path: Path | None, out: Path, report: bool,
     return result
 
 
-__all__ = ["SUITES", "Case", "QsimdistError", "SuiteSpec", "bench_command", "get_suite",
-           "load_json", "run_suite", "summary_lines", "targets", "write_json"]
+__all__ = ["SECTIONS", "SUITES", "Case", "QsimdistError", "SuiteSpec", "bench_command",
+           "get_suite", "load_json", "run_suite", "summary_lines", "targets", "write_json"]
