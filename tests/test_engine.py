@@ -520,3 +520,39 @@ def test_state_buffer_is_a_plain_writable_array(size, dtype):
     b[:] = 2.0
     assert np.all(a == 1.5) and not np.shares_memory(a, b)
     assert np.all(a.reshape((2,) * (size.bit_length() - 1)).transpose()[..., 0] == 1.5)
+
+
+def test_chain_prices_its_plan_searches_until_its_structure_has_run(tmp_path, monkeypatch):
+    """With an empty cache, the chain's predicted seconds include a plan search per structure
+    it will plan; once a chain of the same structure has run (its paths cached), they do not,
+    and the record is the structure's: another circuit's chain is still priced cold."""
+    from qiskit.circuit.random import random_circuit
+
+    from qsimdist.engine import sampling
+    from qsimdist.frontends.qiskit_circuit import from_qiskit
+
+    monkeypatch.setenv("QSIMDIST_CACHE_DIR", str(tmp_path))
+
+    def lowered(seed):
+        gc = from_qiskit(random_circuit(10, 3, max_operands=2, seed=seed))
+        return sampling.fuse_single_qubit_gates(gc[0] if isinstance(gc, tuple) else gc)
+
+    gc, other = lowered(1), lowered(2)
+    measured = list(range(10))
+    notes: dict = {}
+    cold = sampling.tn_sampling_seconds(gc, measured, 500, "chain", notes)
+    structures = notes["chain_plans_priced"]
+    assert structures >= 2 and not sampling.chain_planned(gc, measured)
+    contractor = sampling.Contractor(dtype="complex128")
+    bits, info, _ = sampling.sample_bits(gc, measured, 500, np.random.default_rng(0),
+                                         contractor, method="chain")
+    assert bits.shape == (500, 10) and info.method == "chain"
+    assert sampling.chain_planned(gc, measured)
+    warm_notes: dict = {}
+    warm = sampling.tn_sampling_seconds(gc, measured, 500, "chain", warm_notes)
+    assert "chain_plans_priced" not in warm_notes
+    assert cold - warm == pytest.approx(structures * sampling.CHAIN_PLAN_SECONDS)
+    assert not sampling.chain_planned(other, measured)
+    other_notes: dict = {}
+    sampling.tn_sampling_seconds(other, measured, 500, "chain", other_notes)
+    assert other_notes["chain_plans_priced"] >= 2
