@@ -69,7 +69,8 @@ def _is_diagonal(matrix: np.ndarray) -> bool:
 #: memory to find them, first touch stalls: 64 MiB took 100-225 ms here where huge
 #: pages were short, 5 ms where they were free, and 26-33 ms populated with 4 KiB
 #: pages every time (BENCHMARKS.md section 31). Above the cap, huge pages' fewer TLB
-#: misses matter more than a one-off fault-in, and numpy's allocator stays.
+#: misses matter more than a one-off fault-in, and numpy's allocator stays; so it does
+#: for the compiled kernel's states, whose scattered accesses need the huge pages.
 PREFAULTED_MIN_BYTES = 4 << 20
 PREFAULTED_MAX_BYTES = 1 << 30
 
@@ -128,9 +129,14 @@ class _State:
     most one copy and one GEMM per gate, and two state buffers in all.
     """
 
+    #: buffers from :func:`state_buffer` (numpy's GEMMs and copies stream through memory;
+    #: the compiled kernel's scattered bits run faster on numpy's huge pages)
+    prefault = True
+
     def __init__(self, n: int, dtype: np.dtype) -> None:
         self.n = n
-        self.buf = state_buffer(1 << n, dtype, zeroed=True)
+        self.buf = (state_buffer(1 << n, dtype, zeroed=True) if self.prefault
+                    else np.zeros(1 << n, dtype=dtype))
         self.buf[0] = 1.0
         self.spare: np.ndarray | None = None  # the second buffer, made when first needed
         self.held = list(range(n - 1, -1, -1))  # Qiskit's order: axis a holds qubit n-1-a
@@ -140,7 +146,8 @@ class _State:
 
     def _spare(self) -> np.ndarray:
         if self.spare is None:
-            self.spare = state_buffer(self.buf.size, self.buf.dtype)
+            self.spare = (state_buffer(self.buf.size, self.buf.dtype) if self.prefault
+                          else np.empty_like(self.buf))
         return self.spare
 
     def _move(self, qubits: tuple[int, ...]) -> int:
@@ -219,8 +226,12 @@ class _InPlaceState(_State):
     bits of the index. A gate that touches them first swaps those qubits with
     qubits on higher bits, choosing the qubits whose next use is furthest
     ahead (Belady's rule), so later gates rarely swap back. Diagonal gates and
-    the final reorder are :class:`_State`'s.
+    the final reorder are :class:`_State`'s. Its buffers are numpy's (huge pages:
+    circuit_q24 in complex64 ran 9.4-10.7 s on them, 10.5-12.3 s on a
+    :func:`state_buffer` of 4 KiB pages).
     """
+
+    prefault = False
 
     def __init__(self, n: int, dtype: np.dtype, qubit_lists: Sequence[tuple[int, ...]]) -> None:
         from . import sv_kernels
