@@ -154,7 +154,7 @@ def test_bad_suite_exits_2_with_one_line(capsys):
 
 
 PRIMITIVES_SPEC = dataclasses.replace(SPEC, primitives=("rc6",), primitive_shots=200,
-                                      deep_amplitude=("q24",))
+                                      primitive_repeats=2, deep_amplitude=("q24",))
 
 
 #: the keys summary_lines and report_md.render read, with no section run
@@ -178,6 +178,9 @@ def test_primitives_section(primitives_result, tmp_path):
         assert x["case"] == "rc6" and x["shots"] == 200
         assert x["qsimdist"]["seconds"] > 0 and x["aer"]["seconds"] > 0, x
         assert x["ratio"] == pytest.approx(x["aer"]["seconds"] / x["qsimdist"]["seconds"])
+        for side in ("qsimdist", "aer"):  # two alternating calls, their median compared
+            runs = x[side]["runs_seconds"]
+            assert len(runs) == 2 and x[side]["seconds"] == pytest.approx(statistics.median(runs))
         assert "marginal" not in x["qsimdist"] and "marginal" not in x["aer"]
     assert rows["estimator"]["max_abs_diff"] < 1e-6
     assert rows["sampler"]["max_z"] < 6
@@ -193,7 +196,7 @@ def test_primitives_section(primitives_result, tmp_path):
 
     body = report_md.render(r, {}, tmp_path)
     assert "| sampler | rc6 |" in body and "| estimator | rc6 |" in body
-    assert "--primitives estimator --cases rc6 --shots 200" in body
+    assert "--primitives estimator --cases rc6 --shots 200 --repeats 2" in body
     assert "deep circuits" not in body
 
 

@@ -27,7 +27,8 @@ sqrt(p (1 - p) 2 / shots)``).
 Run::
 
     python -m qsimdist.bench.primitives_vs_aer [--cases rc20 ...] [--json FILE]
-        [--only-qsimdist]   # e.g. from an older checkout's directory, to compare versions
+            [--only-qsimdist]   # e.g. from an older checkout's directory, to compare versions
+        [--repeats K]       # K calls per contender, alternating; medians compared
 
 :func:`compare_case` is one row of that table; ``qsimdist bench`` runs it as its
 ``primitives`` section (``SuiteSpec.primitives``).
@@ -176,23 +177,43 @@ def _compare(prim: str, ours: dict, aer: dict, shots: int) -> dict:
 
 
 def compare_case(primitive: str, case: str, shots: int = 2000, timeout: float = 900.0,
-                 with_aer: bool = True) -> dict:
+                 with_aer: bool = True, repeats: int = 1) -> dict:
     """One row: ``primitive`` (sampler or estimator) on ``case``, qsimdist then Aer.
 
-    Each contender runs in its own subprocess. Aer is not run (its side reads
-    ``{"error": "not run"}``) with ``with_aer=False`` or for a wide case of
-    ``primitive``. The row holds both sides' records (the marginals dropped)
-    and, when both ran, ``ratio`` (Aer / qsimdist) and the agreement
-    (``max_abs_diff`` or ``max_z``).
+    Each contender runs in its own subprocess, ``repeats`` times, alternating
+    (qsimdist, Aer, qsimdist, Aer, ...): one process per call, so every call is a
+    cold one, and a burst of load on this shared machine falls on both sides.
+    ``seconds`` is then the median of a side's calls; all of them are kept under
+    ``runs_seconds``. Aer is not run (its side reads ``{"error": "not run"}``) with
+    ``with_aer=False`` or for a wide case of ``primitive``. The row holds both
+    sides' records (the marginals dropped) and, when both ran, ``ratio`` (Aer /
+    qsimdist, of the medians) and the agreement (``max_abs_diff`` or ``max_z``,
+    from each side's first call).
     """
     if primitive not in WIDE:
         raise ValueError(f"unknown primitive {primitive!r}; valid: {', '.join(WIDE)}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
     setup = _BUILD.format(case=case, shots=shots)
-    ours = _run(setup + _CODE[("qsimdist", primitive)], timeout)
-    aer = ({"error": "not run"} if not with_aer or case in WIDE[primitive]
-           else _run(setup + _CODE[("aer", primitive)], timeout))
+    run_aer = with_aer and case not in WIDE[primitive]
+    calls: dict[str, list[dict]] = {"qsimdist": [], "aer": []}
+    for _ in range(repeats):
+        calls["qsimdist"].append(_run(setup + _CODE[("qsimdist", primitive)], timeout))
+        if run_aer:
+            calls["aer"].append(_run(setup + _CODE[("aer", primitive)], timeout))
+    sides = {}
+    for side, runs in calls.items():
+        if not runs:
+            sides[side] = {"error": "not run"}
+            continue
+        failed = [r for r in runs if "error" in r]
+        sides[side] = dict(failed[0] if failed else runs[0])
+        if not failed:
+            sides[side]["seconds"] = statistics.median(r["seconds"] for r in runs)
+            sides[side]["runs_seconds"] = [r["seconds"] for r in runs]
+    ours, aer = sides["qsimdist"], sides["aer"]
     row = {"primitive": primitive, "case": case, "qsimdist": ours, "aer": aer,
-           **_compare(primitive, ours, aer, shots)}
+           "repeats": repeats, **_compare(primitive, ours, aer, shots)}
     for side in ("qsimdist", "aer"):  # keep the report short
         row[side].pop("marginal", None)
     return row
@@ -205,6 +226,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shots", type=int, default=2000)
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--only-qsimdist", action="store_true")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="calls per contender, alternating; the median is compared")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     rows = []
@@ -212,7 +235,7 @@ def main(argv=None) -> int:
         cases = args.cases or CASES + WIDE[prim]
         for case in cases:
             row = compare_case(prim, case, shots=args.shots, timeout=args.timeout,
-                               with_aer=not args.only_qsimdist)
+                               with_aer=not args.only_qsimdist, repeats=args.repeats)
             rows.append(row)
             print(json.dumps(row), flush=True)
     ratios = [r["ratio"] for r in rows if "ratio" in r]

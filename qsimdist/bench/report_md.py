@@ -318,7 +318,7 @@ def render(result: dict, images: dict[str, Path], base: Path,
         prim = result["primitives"]
         lines += ["", "**Qiskit primitives against Qiskit Aer's** (measured: SamplerV2 / "
                   "EstimatorV2, each contender in its own process, the `run(...).result()` call "
-                  "alone; Aer's transpile timed apart and left out of the ratio; agreement: the "
+                  "alone, the median of the calls when repeated (alternating); Aer's transpile timed apart and left out of the ratio; agreement: the "
                   "estimator's largest absolute difference, the sampler's largest z-score of a "
                   "qubit's marginal):", ""]
         rows = []
@@ -338,9 +338,11 @@ def render(result: dict, images: dict[str, Path], base: Path,
         for r in prim:  # one command per primitive, its cases in the order they ran
             commands.setdefault(r["primitive"], []).append(r["case"])
         shots = result["settings"].get("primitive_shots", 2000)
+        repeats = result["settings"].get("primitive_repeats", 1)
+        again = f" --repeats {repeats}" if repeats > 1 else ""
         lines += ["", "Commands (the same rows alone): " + "; ".join(
             f"`python -m qsimdist.bench.primitives_vs_aer --primitives {p} --cases "
-            f"{' '.join(cs)} --shots {shots}`" for p, cs in commands.items()) + "."]
+            f"{' '.join(cs)} --shots {shots}{again}`" for p, cs in commands.items()) + "."]
     if result.get("deep_amplitude"):
         deep = result["deep_amplitude"]
         lines += ["", "**One amplitude of qsim's deep circuits** (measured: the amplitude of "

@@ -119,6 +119,8 @@ class SuiteSpec:
     #: own primitive only), each for SamplerV2 and EstimatorV2
     primitives: tuple[str, ...] = ()
     primitive_shots: int = 2000
+    #: calls per contender and case, alternating, each in its own process (medians compared)
+    primitive_repeats: int = 1
     #: qsim's deep circuits (``q24``, ``q30``: ``circuits/qsim/circuit_q24.qsim`` of the data)
     deep_amplitude: tuple[str, ...] = ()
 
@@ -170,6 +172,7 @@ SUITES: dict[str, SuiteSpec] = {
                          Case("n53m10", f"shared:{N53M10}")),
         mpi_ranks=(2, 4), mpi_repeats=5, same_path_repeats=9,
         primitives=(*PRIMITIVE_CASES, *(c for p in PRIMITIVES for c in PRIMITIVE_WIDE[p])),
+        primitive_repeats=3,
         deep_amplitude=("q24",),
     ),
 }
@@ -707,7 +710,8 @@ def primitives_comparison(primitive: str, case: str, spec: SuiteSpec,
     wide = case in PRIMITIVE_WIDE[primitive]
     aer = _importable("qiskit_aer")
     row = primitives_vs_aer.compare_case(primitive, case, shots=spec.primitive_shots,
-                                         timeout=timeout, with_aer=aer and not wide)
+                                         timeout=timeout, with_aer=aer and not wide,
+                                         repeats=spec.primitive_repeats)
     if wide:
         row["aer"] = {"error": "not run: a wide case (qsimdist only; Aer's statevector "
                                "cannot hold it)"}
@@ -715,7 +719,8 @@ def primitives_comparison(primitive: str, case: str, spec: SuiteSpec,
         row["aer"] = {"error": "qiskit-aer is not installed (pip install 'qsimdist[aer]')"}
     row["shots"] = spec.primitive_shots
     row["command"] = (f"python -m qsimdist.bench.primitives_vs_aer --primitives {primitive} "
-                      f"--cases {case} --shots {spec.primitive_shots}")
+                      f"--cases {case} --shots {spec.primitive_shots} "
+                      f"--repeats {spec.primitive_repeats}")
     return row
 
 
@@ -862,7 +867,8 @@ def run_suite(spec: SuiteSpec | str, data: Path | None = None, command: str | No
         "settings": {"repeats": spec.repeats, "same_path_repeats": spec.same_path_rounds,
                      "warmup_rounds": 1,
                      "search_repeats": spec.search_repeats, "mpi_repeats": spec.mpi_repeats,
-                     "primitive_shots": spec.primitive_shots},
+                     "primitive_shots": spec.primitive_shots,
+                     "primitive_repeats": spec.primitive_repeats},
         "same_path": [], "end_to_end": [], "mpi": [], "planning": [], "first_amplitude": [],
         "primitives": [], "deep_amplitude": [], "skipped": [],
     }

@@ -2,7 +2,8 @@
 
 Times :func:`qsimdist.executors.sv_kernels.apply_dense` (a random unitary on random bits
 at or above ``LOW_BITS``), :func:`~qsimdist.executors.sv_kernels.swap_bits` (two pairs) and
-:func:`~qsimdist.executors.sv_kernels.pauli_expectation` on ``2^n`` states, the median of
+:func:`~qsimdist.executors.sv_kernels.pauli_expectations` (20 strings of weight 3-4 on
+random qubits, read together; the time per string) on ``2^n`` states, the median of
 ``--repeats`` calls after one untimed call. The statevector cost model's
 ``COMPILED_*`` constants (``qsimdist.frontends.fusion``) and the router's
 ``PAULI_PASS_SECONDS_PER_ELEMENT`` are fitted to these numbers. Run::
@@ -38,7 +39,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     chunks = k.n_chunks()
     rng = np.random.default_rng(0)
-    print("| qubits | dtype | dense k=1 | k=2 | k=3 | k=4 | k=5 | swap (2 pairs) | Pauli pass |")
+    print("| qubits | dtype | dense k=1 | k=2 | k=3 | k=4 | k=5 | swap (2 pairs) | "
+          "Pauli, per string of 20 |")
     print("|---|---|---|---|---|---|---|---|---|")
     for n in args.qubits:
         for dt in ("complex64", "complex128"):
@@ -53,8 +55,15 @@ def main(argv=None) -> int:
                 re, im = np.ascontiguousarray(m.real), np.ascontiguousarray(m.imag)
                 row.append(_time(lambda: k.apply_dense(s, re, im, bits, chunks), args.repeats))
             row.append(_time(lambda: k.swap_bits(s, [0, 2], [n - 1, 7], chunks), args.repeats))
-            row.append(_time(lambda: k.pauli_expectation(s, 0b1011 << 3, 0b110 << 5, 1, chunks),
-                             args.repeats))
+            masks = []
+            for _ in range(20):
+                qs = rng.choice(n, int(rng.integers(3, 5)), replace=False)
+                ops = rng.choice(list("XYZ"), len(qs))
+                masks.append((sum(1 << int(q) for q, o in zip(qs, ops) if o in "XY"),
+                              sum(1 << int(q) for q, o in zip(qs, ops) if o in "ZY"),
+                              int(sum(o == "Y" for o in ops))))
+            row.append(_time(lambda: k.pauli_expectations(s, masks, chunks), args.repeats)
+                       / len(masks))
             cells = " | ".join(f"{t / 2**n * 1e9:.2f}" for t in row)
             print(f"| {n} | {dt} | {cells} |", flush=True)
     print("(nanoseconds per state element)")

@@ -837,15 +837,19 @@ class ExpectationEngine:
         self.stats.z_string_terms += len(z_strings)
         paulis = [i for i in paulis if not _is_z_string(terms[i])]
         if paulis and _one_pass_pays(n, [terms[i] for i in paulis]):
-            # one compiled pass over the flat state per Pauli string (sums in float64)
+            # one compiled, blocked pass over the flat state for every Pauli string
+            # (sums in float64)
             from ..executors import sv_kernels
 
-            chunks = sv_kernels.n_chunks()
+            masks = []
             for i in paulis:
                 t = terms[i]
                 x = sum(1 << q for q, op in zip(t.qubits, t.ops) if op in "XY")
                 z = sum(1 << q for q, op in zip(t.qubits, t.ops) if op in "ZY")
-                values[i] = sv_kernels.pauli_expectation(state, x, z, t.ops.count("Y"), chunks)
+                masks.append((x, z, t.ops.count("Y")))
+            read = sv_kernels.pauli_expectations(state, masks, sv_kernels.n_chunks())
+            for i, v in zip(paulis, read):
+                values[i] = v
             paulis = []
         if paulis or others:
             state = state.astype(np.complex128, copy=False).reshape((2,) * n)

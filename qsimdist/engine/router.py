@@ -176,9 +176,11 @@ def fuse_for_network(gc: GateCircuit) -> GateCircuit:
 #: seconds per state element per Pauli factor read off the state (the copy-and-add kernel of
 #: :func:`qsimdist.engine.expectation.term_on_state`: about one dense pass per factor, plus the product)
 TERM_SECONDS_PER_ELEMENT = 2.0e-9
-#: seconds per state element per Pauli string read by the compiled one-pass kernel
-#: (:func:`qsimdist.executors.sv_kernels.pauli_expectation`, states of 14+ qubits)
-PAULI_PASS_SECONDS_PER_ELEMENT = 1.2e-9
+#: seconds per state element per Pauli string read by the compiled blocked kernel, every
+#: string in one pass (:func:`qsimdist.executors.sv_kernels.pauli_expectations`, states of
+#: 14+ qubits; 0.99-1.06 ns in complex128 at 20-24 qubits, 20 strings of weight 3-4,
+#: ``python -m qsimdist.bench.sv_kernel_fit``, BENCHMARKS.md section 32)
+PAULI_PASS_SECONDS_PER_ELEMENT = 1.0e-9
 #: seconds per state element to turn the state into a marginal (``|a|^2``, then one sum)
 MARGINAL_SECONDS_PER_ELEMENT = 3.0e-9
 #: seconds per shot to draw from a cumulative distribution and unpack its bits
