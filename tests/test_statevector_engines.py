@@ -293,3 +293,55 @@ def test_swaps_taken_out_as_relabellings_give_the_same_state(kernel):
     route = Route("statevector", "test", fusion_width=3, engine="qsimdist", kernel=kernel)
     got, _, _ = final_state(gc, "complex128", route)
     assert np.allclose(got, want, atol=1e-12)
+
+
+@pytest.mark.parametrize("outer, rows, inner", [(1, 4, 1 << 16), (1 << 14, 8, 1), (64, 2, 1024),
+                                                (2, 16, 1 << 12), (1, 2, 8)])
+def test_matmul_in_parts_equals_one_matmul(outer, rows, inner, monkeypatch):
+    """The state's GEMM split over threads (along the outer axis, or along the inner one
+    where the outer axis is too short) writes what one matmul writes, with 1-4 threads."""
+    from qsimdist.executors import statevector
+
+    rng = np.random.default_rng(rows)
+    mat = rng.normal(size=(rows, rows)) + 1j * rng.normal(size=(rows, rows))
+    src = rng.normal(size=outer * rows * inner) + 1j * rng.normal(size=outer * rows * inner)
+    want = np.matmul(mat, src.reshape(outer, rows, inner)).reshape(-1)
+    for threads in (1, 2, 3, 4):
+        monkeypatch.setattr(statevector, "pass_threads", lambda t=threads: t)
+        dest = np.full_like(src, np.nan)
+        with statevector.blas_threads(1):
+            statevector.matmul_in_parts(mat, src, dest, outer, rows, inner)
+        np.testing.assert_allclose(dest, want, rtol=1e-12, atol=1e-12)
+
+
+def test_in_parts_splits_broadcast_products_and_copies(monkeypatch):
+    """A diagonal product and an axis-permuting copy split over three threads equal numpy's
+    whole-array results; a pass below PARALLEL_MIN_ELEMENTS stays on the calling thread."""
+    import threading
+
+    from qsimdist.executors import statevector
+
+    monkeypatch.setattr(statevector, "pass_threads", lambda: 3)
+    rng = np.random.default_rng(0)
+    n = 18
+    state = rng.normal(size=1 << n) + 1j * rng.normal(size=1 << n)
+    want = state.reshape(8, 1 << (n - 3)) * np.exp(1j * np.arange(8))[:, None]
+    got = state.copy().reshape(8, 1 << (n - 3))
+    statevector.in_parts(np.multiply, got, np.exp(1j * np.arange(8))[:, None], got)
+    np.testing.assert_array_equal(got, want)
+    perm = [5, 0, 17, 3, 1, 2, 4] + list(range(6, 17))
+    dest = np.empty_like(state)
+    statevector.permute_axes(state, dest, perm)
+    np.testing.assert_array_equal(dest, state.reshape((2,) * n).transpose(perm).reshape(-1))
+    seen = set()
+    statevector.in_parts(lambda a: seen.add(threading.get_ident()), np.zeros((4, 16)))
+    assert seen == {threading.get_ident()}
+
+
+def test_blas_runs_on_one_thread_inside_the_statevector_passes():
+    from threadpoolctl import threadpool_info
+
+    from qsimdist.executors.statevector import blas_threads
+
+    with blas_threads(1):
+        assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")

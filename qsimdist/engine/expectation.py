@@ -582,7 +582,7 @@ def group_values(state: np.ndarray, terms: Sequence[PauliTerm], members: Sequenc
     string on that marginal. ``work`` keeps the two state-sized buffers between
     the groups of one state (fresh ones would be page-faulted in each time).
     """
-    from ..executors.statevector import permute_axes
+    from ..executors.statevector import matmul_in_parts, permute_axes
 
     work = {} if work is None else work
     n = state.ndim
@@ -603,11 +603,7 @@ def group_values(state: np.ndarray, terms: Sequence[PauliTerm], members: Sequenc
             mat = np.kron(mat, _TO_Z[basis[n - 1 - a]])
         inner = 1 << inner_bits
         outer = psi.size // ((1 << c) * inner)
-        if inner == 1:
-            np.matmul(psi.reshape(outer, 1 << c), mat.T, out=out.reshape(outer, 1 << c))
-        else:
-            np.matmul(mat, psi.reshape(outer, 1 << c, inner),
-                      out=out.reshape(outer, 1 << c, inner))
+        matmul_in_parts(mat, psi, out, outer, 1 << c, inner)
         psi, out = out, psi
         inner_bits += c
     u = len(support)
@@ -818,7 +814,17 @@ class ExpectationEngine:
 
     def _statevector_values(self, circuit: GateCircuit, terms: Sequence[PauliTerm],
                             live: list[int], values: np.ndarray, route) -> None:
-        """Every live term read off the full state (fused gates applied in circuit order)."""
+        """Every live term read off the full state (fused gates applied in circuit order).
+
+        numpy's passes split the state over the cores themselves, with BLAS on one
+        thread (its own threads spin between calls and hold the cores)."""
+        from ..executors.statevector import blas_threads
+
+        with blas_threads(1):
+            self._read_statevector(circuit, terms, live, values, route)
+
+    def _read_statevector(self, circuit: GateCircuit, terms: Sequence[PauliTerm],
+                          live: list[int], values: np.ndarray, route) -> None:
         from .router import final_state
         from ..frontends.fusion import statevector_flops
 

@@ -41,6 +41,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 import bisect
+import contextlib
+import functools
+import os
+import threading
 
 import numpy as np
 
@@ -71,6 +75,92 @@ def _is_diagonal(matrix: np.ndarray) -> bool:
 #: pages every time (BENCHMARKS.md section 31). Above the cap, huge pages' fewer TLB
 #: misses matter more than a one-off fault-in, and numpy's allocator stays; so it does
 #: for the compiled kernel's states, whose scattered accesses need the huge pages.
+#: element-wise passes (copies, diagonal products) over fewer elements run on the calling
+#: thread alone (handing a part to another thread costs tens of microseconds)
+PARALLEL_MIN_ELEMENTS = 1 << 16
+_pool = None
+_pool_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def pass_threads() -> int:
+    """Threads an element-wise pass over a state is split over: the cores this process may
+    run on (numpy's copies and products run on one core; a 16 MiB copy took 1.6 ms on one
+    thread and 0.85 ms on two here, BENCHMARKS.md section 32)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def in_parts(fn: Callable[..., object], *arrays: np.ndarray) -> None:
+    """``fn(*arrays)``, split along axis 0 over :func:`pass_threads` threads (the caller's
+    and a pool's): each thread gets a slice of every array whose axis 0 has the full
+    length, and the whole of one that broadcasts (length 1). numpy releases the GIL in
+    its loops, so the parts run at once; small passes run here alone."""
+    global _pool
+    lead = max(a.shape[0] for a in arrays)
+    parts = min(pass_threads(), lead)
+    if parts < 2 or max(a.size for a in arrays) < PARALLEL_MIN_ELEMENTS:
+        fn(*arrays)
+        return
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                _pool = ThreadPoolExecutor(max_workers=pass_threads() - 1,
+                                           thread_name_prefix="qsimdist-pass")
+    bounds = [lead * i // parts for i in range(parts + 1)]
+
+    def part(i: int) -> None:
+        cut = slice(bounds[i], bounds[i + 1])
+        fn(*(a[cut] if a.shape[0] == lead else a for a in arrays))
+
+    futures = [_pool.submit(part, i) for i in range(1, parts)]
+    part(0)
+    for f in futures:
+        f.result()
+
+
+def matmul_in_parts(mat: np.ndarray, src: np.ndarray, dest: np.ndarray, outer: int, rows: int,
+                    inner: int) -> None:
+    """``dest = mat @ src`` over the ``rows`` axis of the flat ``(outer, rows, inner)``
+    tensors, split over :func:`pass_threads` threads by :func:`in_parts` (along ``outer``,
+    or along ``inner`` where ``outer`` is too short). Run it under :func:`blas_threads`
+    (1): the parts are one-thread GEMMs side by side."""
+    if inner == 1:  # (outer, rows) @ mat^T: one tall GEMM
+        in_parts(lambda a, o: np.matmul(a, mat.T, out=o), src.reshape(outer, rows),
+                 dest.reshape(outer, rows))
+    elif outer >= pass_threads() or inner < PARALLEL_MIN_ELEMENTS // rows:
+        in_parts(lambda a, o: np.matmul(mat, a, out=o), src.reshape(outer, rows, inner),
+                 dest.reshape(outer, rows, inner))
+    else:  # a few wide GEMMs: split their columns
+        in_parts(lambda a, o: np.matmul(mat, a.transpose(1, 2, 0),
+                                        out=o.transpose(1, 2, 0)),
+                 src.reshape(outer, rows, inner).transpose(2, 0, 1),
+                 dest.reshape(outer, rows, inner).transpose(2, 0, 1))
+
+
+_blas_controller = None
+
+
+def blas_threads(n: int):
+    """A context in which the BLAS numpy calls runs on ``n`` threads (threadpoolctl's
+    limit; a no-op context where threadpoolctl is missing). OpenBLAS's own threads
+    spin between calls and hold the cores the parts of :func:`in_parts` need: the
+    qft20 estimator ran 0.22 s with one BLAS thread against 0.25 s with two
+    (BENCHMARKS.md section 32)."""
+    global _blas_controller
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # pragma: no cover - a dependency; kept optional at run time
+        return contextlib.nullcontext()
+    if _blas_controller is None:
+        _blas_controller = ThreadpoolController()
+    return _blas_controller.limit(limits=n, user_api="blas")
+
+
 PREFAULTED_MIN_BYTES = 4 << 20
 PREFAULTED_MAX_BYTES = 1 << 30
 
@@ -113,7 +203,7 @@ def permute_axes(src: np.ndarray, dest: np.ndarray, perm: Sequence[int]) -> None
     by_source = sorted(range(len(groups)), key=lambda g: groups[g][0])
     view = src.reshape([1 << len(groups[g]) for g in by_source])
     order = [by_source.index(g) for g in range(len(groups))]
-    np.copyto(dest.reshape([1 << len(g) for g in groups]), view.transpose(order))
+    in_parts(np.copyto, dest.reshape([1 << len(g) for g in groups]), view.transpose(order))
 
 
 class _State:
@@ -190,12 +280,7 @@ class _State:
             ).reshape(1 << k, 1 << k)
         outer = 1 << first
         self._spare()
-        if inner == 1:  # (outer, 2^k) @ mat^T: one GEMM
-            np.matmul(self.buf.reshape(outer, 1 << k), mat.T,
-                      out=self.spare.reshape(outer, 1 << k))
-        else:  # mat @ (outer, 2^k, inner): one GEMM per outer index
-            np.matmul(mat, self.buf.reshape(outer, 1 << k, inner),
-                      out=self.spare.reshape(outer, 1 << k, inner))
+        matmul_in_parts(mat, self.buf, self.spare, outer, 1 << k, inner)
         self._swap()
 
     def diagonal(self, diag: np.ndarray, qubits: tuple[int, ...]) -> None:
@@ -206,8 +291,16 @@ class _State:
         shape = [1] * n
         for j in order:
             shape[pos[j]] = 2
-        view = self.buf.reshape((2,) * n) if n else self.buf
-        view *= np.transpose(diag.reshape((2,) * k), order).reshape(shape)
+        if not n:
+            self.buf *= diag
+            return
+        # the axes before the gate's first one merged into one (the pass splits along it)
+        first = min(pos)
+        lead = [1 << first] if first else []
+        view = self.buf.reshape(lead + [2] * (n - first))
+        factor = np.transpose(diag.reshape((2,) * k), order).reshape([1] * len(lead)
+                                                                    + shape[first:])
+        in_parts(np.multiply, view, factor, view)
 
     def canonical(self) -> np.ndarray:
         """The flat state in Qiskit's order (bit ``q`` of the index is qubit ``q``)."""
@@ -329,23 +422,27 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
                                 f"{', '.join(KERNELS)}")
     dt = np.dtype(dtype)
     state = _make_state(n_qubits, dt, gates, kernel)
-    cast: dict[int, tuple] = {}
-    total = len(gates)
-    for done, g in enumerate(gates, start=1):
-        qubits = tuple(int(q) for q in g.qubits)
-        entry = cast.get(id(g.matrix))
-        if entry is None:
-            mat = np.ascontiguousarray(g.matrix, dtype=dt)
-            entry = cast[id(g.matrix)] = (mat, np.ascontiguousarray(np.diagonal(mat)))
-        mat, diag_entries = entry
-        diag = diagonal[done - 1] if diagonal is not None else _is_diagonal(mat)
-        if diag:
-            state.diagonal(diag_entries, qubits)
-        else:
-            state.step = done - 1
-            state.dense(mat, qubits)
-        if progress is not None and done % 1024 == 0:
-            progress("statevector", done, total)
+    # numpy's GEMMs run one thread per part of the state (matmul_in_parts), not BLAS's
+    threaded = type(state) is _State and (1 << n_qubits) >= PARALLEL_MIN_ELEMENTS \
+        and pass_threads() > 1
+    with blas_threads(1) if threaded else contextlib.nullcontext():
+        cast: dict[int, tuple] = {}
+        total = len(gates)
+        for done, g in enumerate(gates, start=1):
+            qubits = tuple(int(q) for q in g.qubits)
+            entry = cast.get(id(g.matrix))
+            if entry is None:
+                mat = np.ascontiguousarray(g.matrix, dtype=dt)
+                entry = cast[id(g.matrix)] = (mat, np.ascontiguousarray(np.diagonal(mat)))
+            mat, diag_entries = entry
+            diag = diagonal[done - 1] if diagonal is not None else _is_diagonal(mat)
+            if diag:
+                state.diagonal(diag_entries, qubits)
+            else:
+                state.step = done - 1
+                state.dense(mat, qubits)
+            if progress is not None and done % 1024 == 0:
+                progress("statevector", done, total)
     if logical is not None:
         if sorted(logical) != list(range(n_qubits)):
             raise InvalidInputError(f"logical must be a permutation of range({n_qubits})")
