@@ -347,3 +347,34 @@ def test_gemm_modes_bench(tmp_path, monkeypatch, capsys):
                             "--search-repeats", "2", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["schema"] == "qsimdist.bench.gemm_modes" and doc["results"][0]["modes"]
+
+
+@pytest.mark.slow
+def test_batches_bench_row_compares_the_grouping_with_one_by_one(shared_data):
+    """bench.batches: the issue's n30 pair at 64MiB, batched and one by one in fresh
+    processes; the row holds both sides, equal amplitudes, the grouping and its price."""
+    from qsimdist.bench import batches
+
+    row = batches.compare(shared_data, "pair", "64MiB", repeats=1)
+    for side in ("batched", "one_by_one"):
+        assert row[side]["seconds"] > 0 and row[side]["contractions"] >= 1, row
+        assert len(row[side]["runs_seconds"]) == 1
+    assert row["max_rel_diff"] < 1e-4
+    assert row["ratio"] == pytest.approx(row["batched"]["seconds"]
+                                         / row["one_by_one"]["seconds"])
+    grouping = row["batched"]["batching"]
+    assert grouping["bitstrings"] == 2 and grouping["contractions"] == row["batched"][
+        "contractions"]
+    assert row["one_by_one"]["batching"] is None
+    line = batches._line(row)
+    assert line.startswith("| the issue's pair | 64MiB |") and "contractions" in line
+
+
+def test_batches_bench_refuses_a_missing_data_folder(tmp_path, capsys):
+    from qsimdist.bench import batches
+
+    assert batches.main(["--data", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pass --data" in err[0]
+    with pytest.raises(ValueError, match="valid: pair, random1000"):
+        batches.compare(tmp_path, "nope", "default")
