@@ -243,15 +243,29 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
     return None, need, width, seconds, (engine, kernel)
 
 
-#: seconds to import cirq and qsimcirq (once per process; measured 1.5-1.8 s here)
+#: seconds to load qsim's compiled module straight from qsimcirq's folder (once per
+#: process; 0.07 s here), and to import cirq and qsimcirq where that cannot be done (1.5-1.8 s)
+QSIM_LOAD_SECONDS = 0.1
 QSIM_IMPORT_SECONDS = 1.6
 #: qsim's seconds per state element per fused gate (3-qubit fusion, complex64, 2 threads:
 #: circuit_q24, 255 gates, 1.9 s; BENCHMARKS.md section 22)
 QSIM_SECONDS_PER_ELEMENT = 0.44e-9
-#: qsim's seconds per gate handed over (cirq MatrixGate, qsimcirq's translation)
-QSIM_SECONDS_PER_GATE = 1.0e-4
+#: qsim's seconds per gate handed over (a matrix gate added to qsim's circuit: 1,000 gates
+#: of 3 qubits on 10 qubits took 8.6 ms with the run; through cirq it was 1e-4)
+QSIM_SECONDS_PER_GATE = 1.0e-5
 #: ``QSIMDIST_STATEVECTOR_ENGINE`` values
 ENGINES = ("auto", "qsimdist", "qsim")
+
+
+def _qsim_load_seconds() -> float:
+    """Predicted seconds before this process's first qsim run."""
+    import sys
+
+    from ..executors import qsim_engine
+
+    if qsim_engine.loaded() or "qsimcirq" in sys.modules:
+        return 0.0
+    return QSIM_IMPORT_SECONDS if qsim_engine.direct_failed() else QSIM_LOAD_SECONDS
 
 
 def statevector_engine(gc: GateCircuit, dtype: str, width: int, seconds: float,
@@ -292,7 +306,7 @@ def statevector_engine(gc: GateCircuit, dtype: str, width: int, seconds: float,
         return "qsimdist", width, seconds
     blocks = fusion_blocks(gc, FUSED_GATE_QUBITS, keep_diagonal=False)
     qsim = (len(blocks) * (QSIM_SECONDS_PER_GATE + 2.0**gc.n_qubits * QSIM_SECONDS_PER_ELEMENT)
-            + (0.0 if "qsimcirq" in sys.modules else QSIM_IMPORT_SECONDS))
+            + _qsim_load_seconds())
     if choice == "qsim" or qsim < seconds:
         return "qsim", FUSED_GATE_QUBITS, qsim
     return "qsimdist", width, seconds
