@@ -381,3 +381,38 @@ def test_blas_runs_on_one_thread_inside_the_statevector_passes():
 
     with blas_threads(1):
         assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_splits_passes_on_threads_of_its_own(monkeypatch):
+    """After a fork the child starts its own pool (the parent's threads do not exist there):
+    a split pass in the child completes instead of waiting on them for ever."""
+    import os
+
+    from qsimdist.executors import statevector
+
+    monkeypatch.setattr(statevector, "pass_threads", lambda: 2)
+    big = np.zeros((4, 1 << 15))
+    one = np.ones((1, 1))
+    statevector.in_parts(np.add, big, one, big)  # the parent's pool exists now
+    assert statevector._pool is not None
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            statevector.in_parts(np.add, big, one, big)
+            os._exit(0 if big.min() == 2.0 else 1)
+        except BaseException:
+            os._exit(3)
+    import time
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung on its parent's pool")
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

@@ -82,6 +82,15 @@ _pool = None
 _pool_lock = threading.Lock()
 
 
+def _forget_pool() -> None:  # a forked child has none of its parent's threads
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 @functools.lru_cache(maxsize=1)
 def pass_threads() -> int:
     """Threads an element-wise pass over a state is split over: the cores this process may
