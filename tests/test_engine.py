@@ -403,6 +403,27 @@ def test_batcher_does_not_open_what_separate_contractions_do_cheaper():
     assert len(batches(gc, shared, "complex64", budget, price=price)) == 1
 
 
+def test_batcher_opens_qubits_only_for_a_saving_beyond_the_prices_error():
+    """A grouping priced only a little below one by one (within BATCH_MIN_SAVING) stays one
+    by one; one priced well below is taken. The report keeps both prices."""
+    from qsimdist.engine import batching
+    from qsimdist.frontends import load
+
+    gc = load(brick(20, 2, 12))
+    budget = MemoryBudget.resolve("1GiB")
+    pair = ["0" * 20, "0" * 19 + "1"]  # one open qubit serves both
+
+    for open_price, want in ((1.9, 2), (1.0, 1)):  # one by one costs 2 x 1.0
+        def price(pattern: str, p=open_price) -> float:
+            return p if "*" in pattern else 1.0
+
+        report: dict = {}
+        out = batching.batches(gc, pair, "complex64", budget, price=price, report=report)
+        assert len(out) == want, open_price
+        assert report["one_by_one_predicted_seconds"] == 2.0
+        assert report["predicted_seconds"] == (2.0 if want == 2 else open_price)
+
+
 N30 = Path(__file__).resolve().parents[2] / "shared" / "data" / "circuits" / (
     "circuit_n30_m14_s0_e0_pEFGH.qsim")
 

@@ -110,6 +110,12 @@ def batch_cost(circuit: GateCircuit, groups: list[int]) -> list[float]:
 #: open-position counts the priced batcher builds a network for (0 and the model's choice
 #: always among them)
 PRICED_CANDIDATES = 8
+#: the share of one by one's price a grouping must save before the priced batcher opens
+#: qubits. The price is the greedy path's, and its error differs between open and closed
+#: patterns: on 1,000 random n30 bitstrings it priced six 12-open contractions 0.7 %
+#: below twelve closed ones, where the searched paths ran them in 5.6 s against 0.48 s,
+#: and the batched call took 1.13x one by one (BENCHMARKS.md section 32)
+BATCH_MIN_SAVING = 0.25
 
 
 def batches(circuit: GateCircuit, bits: list[str], dtype: str, budget: MemoryBudget,
@@ -120,7 +126,8 @@ def batches(circuit: GateCircuit, bits: list[str], dtype: str, budget: MemoryBud
     router's tensor-network price). Given, it may narrow the model's choice: for up
     to :data:`PRICED_CANDIDATES` widths up to the model's (none open, the model's
     choice, and the widths where groups merge), the groups times one
-    representative pattern's price; the lowest wins.
+    representative pattern's price; the lowest wins, where it saves at least
+    :data:`BATCH_MIN_SAVING` of one by one's price (else one by one).
     ``report`` (a dict), where given, receives the grouping: bitstrings, the
     model's width and the chosen one (``open_qubits``), the contractions, and
     with ``price`` the predicted seconds of the chosen grouping and of one
@@ -217,7 +224,10 @@ def _priced_width(bits: list[str], positions: list[int], groups: list[int], mode
         return (multi * price("".join(chars)) if multi else 0.0) + single * closed
 
     priced = {j: total(j) for j in candidates}
-    return min(candidates, key=lambda j: (priced[j], -j)), priced
+    best = min(candidates, key=lambda j: (priced[j], -j))
+    if best and priced[best] > (1.0 - BATCH_MIN_SAVING) * priced[0]:
+        best = 0  # a saving within the price's error: one by one is the sure cost
+    return best, priced
 
 
 __all__ = ["BATCH_OUTPUT_SHARE", "BATCH_PLAN_SHARE", "MAX_STARS", "batch_cost", "batches",
