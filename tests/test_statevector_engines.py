@@ -166,8 +166,7 @@ def test_router_prices_qsims_import(monkeypatch):
     kernel, a request whose own-kernel time is predicted long goes to qsim (width 3)."""
     import sys
 
-    from qsimdist.engine.router import (QSIM_IMPORT_SECONDS, QSIM_LOAD_SECONDS,
-                                        statevector_engine)
+    from qsimdist.engine.router import QSIM_IMPORT_SECONDS, QSIM_LOAD_SECONDS, statevector_engine
     from qsimdist.executors import qsim_engine
     from qsimdist.frontends import load
 
@@ -303,7 +302,6 @@ def test_statevector_bench_runs_side_by_side(tmp_path):
 def test_swaps_taken_out_as_relabellings_give_the_same_state(kernel):
     """SWAPs (mid-circuit, chained, on overlapping pairs, and at the end as in a QFT) are
     relabellings on the statevector route: fewer gates, and the state equals Qiskit's."""
-    from qiskit import QuantumCircuit
     from qiskit.circuit.random import random_circuit
     from qiskit.quantum_info import Statevector
 

@@ -825,8 +825,8 @@ class ExpectationEngine:
 
     def _read_statevector(self, circuit: GateCircuit, terms: Sequence[PauliTerm],
                           live: list[int], values: np.ndarray, route) -> None:
-        from .router import final_state
         from ..frontends.fusion import statevector_flops
+        from .router import final_state
 
         t0 = time.perf_counter()
         n = circuit.n_qubits

@@ -279,7 +279,6 @@ def statevector_engine(gc: GateCircuit, dtype: str, width: int, seconds: float,
     by hand; asking for qsim where it cannot run is an error.
     """
     import os
-    import sys
 
     from .._optional import available
     from ..errors import shorten

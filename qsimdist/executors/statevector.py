@@ -38,13 +38,12 @@ Gates are taken by duck typing (anything with ``.matrix``, big-endian over
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-
 import bisect
 import contextlib
 import functools
 import os
 import threading
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 

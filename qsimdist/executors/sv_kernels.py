@@ -212,9 +212,9 @@ _paulis = None
 
 
 def _pauli_block_sums(state, xhs, xls, zhs, signs, b, n_chunks):  # pragma: no cover
-    # term t: sum_k conj(s[k]) (-1)^|(k^x)&z| s[k^x], with k = (h << b) | l; the partner
-    # k^x sits in block h ^ xh at l ^ xl. Its sign splits into the high bits' parity (one
-    # per block and term) and signs[t, l ^ xl] for the low bits. The block is split into
+    # term t: sum_k conj(s[k]) (-1)^|(k^x)&z| s[k^x], with k = (h << b) | e; the partner
+    # k^x sits in block h ^ xh at e ^ xl. Its sign splits into the high bits' parity (one
+    # per block and term) and signs[t, e ^ xl] for the low bits. The block is split into
     # real and imaginary rows once; each term gathers its signed partner into two more
     # rows (in cache), then one contiguous, vectorised product sums them.
     size = state.shape[0]
@@ -230,10 +230,10 @@ def _pauli_block_sums(state, xhs, xls, zhs, signs, b, n_chunks):  # pragma: no c
         cim = np.empty(width)
         for h in range(ch * per, min(n_blocks, (ch + 1) * per)):
             base = h << b
-            for l in range(width):
-                a = state[base + l]
-                are[l] = a.real
-                aim[l] = a.imag
+            for e in range(width):
+                a = state[base + e]
+                are[e] = a.real
+                aim[e] = a.imag
             for t in range(n_terms):
                 h2 = h ^ xhs[t]
                 p = h2 & zhs[t]
@@ -245,17 +245,17 @@ def _pauli_block_sums(state, xhs, xls, zhs, signs, b, n_chunks):  # pragma: no c
                 p ^= p >> 1
                 xl = xls[t]
                 pbase = h2 << b
-                for l in range(width):
-                    j = l ^ xl
+                for e in range(width):
+                    j = e ^ xl
                     c = state[pbase + j]
                     sg = signs[t, j]
-                    cre[l] = sg * c.real
-                    cim[l] = sg * c.imag
+                    cre[e] = sg * c.real
+                    cim[e] = sg * c.imag
                 re = 0.0
                 im = 0.0
-                for l in range(width):
-                    re += are[l] * cre[l] + aim[l] * cim[l]
-                    im += are[l] * cim[l] - aim[l] * cre[l]
+                for e in range(width):
+                    re += are[e] * cre[e] + aim[e] * cim[e]
+                    im += are[e] * cim[e] - aim[e] * cre[e]
                 s = 1.0 - 2.0 * (p & 1)
                 acc[ch, t, 0] += s * re
                 acc[ch, t, 1] += s * im
