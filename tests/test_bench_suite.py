@@ -378,3 +378,14 @@ def test_batches_bench_refuses_a_missing_data_folder(tmp_path, capsys):
     assert len(err) == 1 and "pass --data" in err[0]
     with pytest.raises(ValueError, match="valid: pair, random1000"):
         batches.compare(tmp_path, "nope", "default")
+
+
+@pytest.mark.parametrize("module", ["batches", "primitives_vs_aer"])
+def test_bench_repeats_below_one_are_refused_with_one_line(module, capsys):
+    import importlib
+
+    mod = importlib.import_module(f"qsimdist.bench.{module}")
+    with pytest.raises(SystemExit) as exc:
+        mod.main(["--repeats", "0"])
+    assert exc.value.code == 2
+    assert "--repeats: must be an integer >= 1, not '0'" in capsys.readouterr().err

@@ -108,12 +108,23 @@ def compare(data: Path, case: str, limit: str, repeats: int = 3,
     return row
 
 
+def _positive(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse turns the error into one line, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {text!r}")
+    return value
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=os.environ.get("QSIMDIST_SHARED_DATA", "../shared/data"))
     ap.add_argument("--cases", nargs="+", default=["pair"], choices=["pair", "random1000"])
     ap.add_argument("--limits", nargs="+", default=LIMITS)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=_positive, default=3)
     ap.add_argument("--timeout", type=float, default=1200.0)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
