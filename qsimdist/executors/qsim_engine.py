@@ -38,10 +38,9 @@ FUSED_GATE_QUBITS = 3
 
 def threads() -> int:
     """Cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+    from .statevector import pass_threads
+
+    return pass_threads()
 
 
 _direct: object = None  # qsim's compiled module once loaded; False: not loadable directly
