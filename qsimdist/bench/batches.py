@@ -34,6 +34,8 @@ import sys
 import time
 from pathlib import Path
 
+from . import positive_int
+
 N30 = "circuits/circuit_n30_m14_s0_e0_pEFGH.qsim"
 PAIR = ["0" * 30, "101100111000111100001111000011"]
 LIMITS = ["default", "1GiB", "64MiB", "8MiB"]
@@ -48,10 +50,9 @@ if case == "pair":
 else:
     rng = np.random.default_rng(2024)
     bits = ["".join(map(str, row)) for row in rng.integers(0, 2, (1000, 30))]
-circuit = path
 kw = {{}} if limit == "default" else {{"memory_limit": limit}}
 t = time.perf_counter()
-res = qsimdist.amplitudes(circuit, bits, order="natural", batch=batch, **kw)
+res = qsimdist.amplitudes(path, bits, order="natural", batch=batch, **kw)
 sec = time.perf_counter() - t
 st = res.stats
 amps = np.asarray(res.amplitudes, dtype=np.complex128).reshape(-1)
@@ -108,23 +109,12 @@ def compare(data: Path, case: str, limit: str, repeats: int = 3,
     return row
 
 
-def _positive(text: str) -> int:
-    """argparse type: an integer >= 1 (argparse turns the error into one line, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {text!r}")
-    return value
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=os.environ.get("QSIMDIST_SHARED_DATA", "../shared/data"))
     ap.add_argument("--cases", nargs="+", default=["pair"], choices=["pair", "random1000"])
     ap.add_argument("--limits", nargs="+", default=LIMITS)
-    ap.add_argument("--repeats", type=_positive, default=3)
+    ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument("--timeout", type=float, default=1200.0)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)

@@ -44,6 +44,8 @@ import sys
 import time
 from pathlib import Path
 
+from . import positive_int
+
 _BUILD = r"""
 import json, time, numpy as np
 from qiskit import QuantumCircuit
@@ -219,17 +221,6 @@ def compare_case(primitive: str, case: str, shots: int = 2000, timeout: float = 
     return row
 
 
-def _positive(text: str) -> int:
-    """argparse type: an integer >= 1 (argparse turns the error into one line, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {text!r}")
-    return value
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", nargs="+", default=None)
@@ -237,7 +228,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shots", type=int, default=2000)
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--only-qsimdist", action="store_true")
-    ap.add_argument("--repeats", type=_positive, default=1,
+    ap.add_argument("--repeats", type=positive_int, default=1,
                     help="calls per contender, alternating; the median is compared")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
