@@ -106,7 +106,15 @@ def make(case: str, nranks: int):
         raise SystemExit(f"unknown case {case}")
     mem = max(512, int(plan.stats.peak_bytes * frac))
     prof = toy_profile(memory_bytes=mem, devices_per_node=nranks)
-    if "sharded" in args:  # every rank shares one slice: distribution forced
+    if "reuse" in args:  # sliced, every group keeps what it can reuse across slices
+        from qsimdist.planner.distribution.reuse import with_reuse
+
+        sp = sliced_plan(plan, max(2, plan.stats.max_intermediate // 8))
+        d = nranks // 2 if "groups" in args else nranks
+        sched = schedule_slice(sp, prof, d, big_bytes=0.0, devices=nranks)
+        sched = with_reuse(sp, sched) if sched is not None else None
+        plan = sp
+    elif "sharded" in args:  # every rank shares one slice: distribution forced
         sched = schedule_slice(plan, prof, nranks, big_bytes=0.0)
     elif "groups" in args:  # two groups of nranks/2 share the slices of a sliced plan
         sp = sliced_plan(plan, max(2, plan.stats.max_intermediate // 4))
@@ -117,6 +125,13 @@ def make(case: str, nranks: int):
     if sched is None:
         raise SystemExit("no schedule of this kind fits")
     return plan, scheduled_plan(plan, sched)
+
+
+def _runs(plan) -> list[int]:
+    from qsimdist.planner.distribution.reuse import step_counts
+
+    sched = plan.schedule
+    return step_counts(plan, sched.sliced, sched.groups, frozenset(sched.kept))
 
 
 def main() -> None:
@@ -149,6 +164,8 @@ def main() -> None:
             "usable": sched.usable_memory,
             "replay_sent_per_slice": rep.total_sent, "replay_recv_per_slice": rep.total_recv,
             "replay_step_sent": list(rep.sent_bytes), "replay_step_recv": list(rep.recv_bytes),
+            "kept": list(sched.kept), "runs": _runs(plan),
+            "predicted_comm_bytes": sched.predicted.comm_bytes_per_device,
             "stats": all_stats,
         }))
 

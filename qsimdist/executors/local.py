@@ -316,17 +316,36 @@ def accumulate(result, root, pool: BufferPool):
 
 
 def contract_slice(plan: Plan, assignment: dict[str, int], xp, pool: BufferPool, dtype,
-                   compiled: bool | None = None, gemm: str = "complex"):
-    """Contract one slice (``assignment`` fixes each sliced index); returns the root tensor."""
+                   compiled: bool | None = None, gemm: str = "complex", carry=None,
+                   s: int = 0):
+    """Contract one slice (``assignment`` fixes each sliced index); returns the root tensor.
+
+    ``carry`` (an :class:`~qsimdist.executors.carry.Carry`): slice number ``s``
+    computes only what its kept outputs do not already hold, and keeps the
+    kept outputs it makes (their buffers stay out of ``pool``).
+    """
     n = plan.network.num_tensors
+    need = carry.needed(plan, s) if carry is not None else None
+    kept = carry.kept if carry is not None else frozenset()
     nodes: dict[int, object] = {}
     for k in range(n):
-        nodes[k] = load_leaf(plan, k, assignment, xp, dtype)
+        if need is None or k in need:
+            nodes[k] = load_leaf(plan, k, assignment, xp, dtype)
     for step in plan.steps:
-        a, b = nodes.pop(step.lhs), nodes.pop(step.rhs)
-        nodes[step.out] = run_step(step, a, b, xp, pool, compiled, gemm)
-        pool.put(a)
-        pool.put(b)
+        if need is not None and step.out not in need:
+            continue
+        a = nodes.pop(step.lhs) if step.lhs in nodes else carry.get(step.lhs)
+        b = nodes.pop(step.rhs) if step.rhs in nodes else carry.get(step.rhs)
+        out = run_step(step, a, b, xp, pool, compiled, gemm)
+        if step.lhs not in kept:
+            pool.put(a)
+        if step.rhs not in kept:
+            pool.put(b)
+        if step.out in kept:
+            old = carry.put(step.out, s, out)
+            if old is not None:
+                pool.put(old)
+        nodes[step.out] = out
     (root,) = nodes.values()
     return root
 
@@ -537,20 +556,27 @@ def execute(
 
 
 def _run(plan: Plan, xp, dtype, progress, reuse_workspace: bool, gemm: str):
+    from .carry import Carry
+    from .mpi import slice_assignment
+
     pool = _take_workspace(plan, xp, dtype, reuse_workspace)
     out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)
     # a tiny plan runs its loop steps through matmul: compiling the loop kernel on a
     # fresh machine takes seconds, the whole plan milliseconds
     compiled = xp is np and kernels.worthwhile(plan.stats.flops)
     result = None
-    ranges = [range(plan.network.size_dict[i]) for i in plan.sliced]
     total = plan.stats.n_slices
-    for done, values in enumerate(itertools.product(*ranges), start=1):
-        root = contract_slice(plan, dict(zip(plan.sliced, values)), xp, pool, dtype, compiled,
-                              gemm)
+    # the schedule's kept outputs, reused while their sliced indices are unchanged
+    carry = Carry.of(plan)
+    for s in range(total):
+        root = contract_slice(plan, slice_assignment(plan, s), xp, pool, dtype, compiled,
+                              gemm, carry, s)
         result = accumulate(result, root.reshape(out_shape), pool)
         if progress is not None:
-            progress(done, total)
+            progress(s + 1, total)
+    if carry is not None:
+        for arr in carry.values():
+            pool.put(arr)
     _leave_workspace(plan, pool, reuse_workspace)
     return result
 

@@ -40,12 +40,14 @@ from ..config import format_bytes
 from ..errors import ExecutionError, InvalidInputError, PlanError, QsimdistError
 from ..planner.distribution.bits import local_shape, local_sizes
 from ..planner.distribution.bits import shard_slices as _shard_slices
+from ..planner.distribution.reuse import kept_bytes
 from ..planner.lifetime import gemm_step
 from ..planner.plan import Plan
 from . import (
     kernels,
     launched_under_mpi,  # noqa: F401  (re-exported: older callers import it from here)
 )
+from .carry import Carry
 from .local import (
     BufferPool,
     accumulate,
@@ -105,6 +107,8 @@ class RunStats:
     step_sent: list[int] = field(default_factory=list)  # bytes sent per step, one slice
     step_recv: list[int] = field(default_factory=list)
     step_peak: list[int] = field(default_factory=list)  # bytes held by this rank during each step
+    # times each step ran on this rank (its slices; fewer where kept outputs were reused)
+    step_runs: list[int] = field(default_factory=list)
     array_peak_bytes: int = 0  # peak_bytes plus the buffer pool's free buffers at that step
     guarded_bytes: int = 0  # the per-rank peak the memory guard checked (schedule + workspace)
     rss_before_bytes: int = 0  # resident memory when the run started
@@ -257,13 +261,14 @@ def guarded_peak(plan: Plan, xp, compiled: bool) -> int:
     size = plan.network.size_dict
     dtype = np.dtype(plan.dtype)
     peak = sched.predicted.peak_bytes_per_device
+    kept = kept_bytes(plan, sched)  # resident beside every step
     for s, rec in zip(plan.steps, sched.steps):
         cb = tuple(rec.compute_bits)
         local = gemm_step(s.lhs, s.rhs, s.out, s.lhs_modes, s.rhs_modes, s.out_modes,
                           local_sizes(size, cb), dtype.itemsize)
         extra = backend_workspace(local, xp, compiled, dtype.itemsize)
         if extra:
-            peak = max(peak, rec.live_bytes + extra)
+            peak = max(peak, rec.live_bytes + extra + kept)
     return peak
 
 
@@ -318,6 +323,8 @@ class _GroupRunner:
         self.sample_steps = {j for j, b in enumerate(live) if b == max(live, default=0)}
         self.global_rank = stats.rank
         self.local_steps = {}
+        # the schedule's kept outputs, reused while their sliced indices are unchanged
+        self.carry = Carry.of(plan)
 
     # ----------------------------------------------------------- helpers
     def host(self, a) -> np.ndarray:
@@ -466,7 +473,8 @@ class _GroupRunner:
             scale_by_power_of_two(arr, mine - e)
         return e
 
-    def run(self, assignment: dict[str, int], first_slice: bool, scaled: bool = False):
+    def run(self, assignment: dict[str, int], first_slice: bool, scaled: bool = False,
+            slice_no: int = 0):
         """Contract one slice; returns the whole root (every step's bytes and time recorded).
 
         ``scaled``: track exponents as ``local.contract_slice_scaled`` does and return
@@ -475,7 +483,14 @@ class _GroupRunner:
         plan, sched, xp = self.plan, self.sched, self.xp
         held: dict[int, tuple[object, tuple]] = {}
         exps: dict[int, int | None] = {}
+        # kept outputs still valid for slice ``s`` are not computed again (exponent
+        # tracking runs every step: a kept output would need its exponent kept too)
+        carry = None if scaled else self.carry
+        need = carry.needed(plan, slice_no) if carry is not None else None
+        kept = carry.kept if carry is not None else frozenset()
         for k in range(plan.network.num_tensors):
+            if need is not None and k not in need:
+                continue
             held[k] = (load_leaf(plan, k, assignment, xp, self.dtype), ())
             if scaled:  # leaves are whole on every rank
                 exps[k] = strip_power_of_two(held[k][0], xp)
@@ -486,16 +501,24 @@ class _GroupRunner:
         for j, (s, rec) in enumerate(zip(plan.steps, sched.steps)):
             if self.fault is not None and self.fault == (self.global_rank, j):
                 raise ExecutionError(f"fault injected at step {j} ({FAULT_ENV})")
+            if need is not None and s.out not in need:
+                continue
             t0 = time.perf_counter()
             sent = recv = 0
             node = {"lhs": s.lhs, "rhs": s.rhs}
-            ops = {side: held.pop(node[side]) for side in ("lhs", "rhs")}
-            held_bytes -= sum(a.nbytes for a, _ in ops.values())
+            ops = {side: held.pop(node[side]) if node[side] in held else carry.get(node[side])
+                   for side in ("lhs", "rhs")}
+            held_bytes -= sum(a.nbytes for side, (a, _) in ops.items() if node[side] not in kept)
             consumed = sum(leaves.pop(id(a)).nbytes for a, _ in ops.values() if id(a) in leaves)
-            others = held_bytes
+            # kept outputs resident beside this step (its own operands count below)
+            resident = 0 if carry is None else sum(
+                a.nbytes for n_, (a, _) in ((n_, carry.get(n_)) for n_ in carry.store)
+                if n_ not in (s.lhs, s.rhs))
+            others = held_bytes + resident
             # bytes this step holds: the operands as stored, collective buffers, local copies
             step_bytes = sum(a.nbytes for a, _ in ops.values())
-            spent = [a for a, _ in ops.values()]  # back to the pool once the step is done
+            # back to the pool once the step is done (kept outputs stay)
+            spent = [a for side, (a, _) in ops.items() if node[side] not in kept]
             for c in rec.pre:
                 arr, bits = ops[c.operand]
                 n = node[c.operand]
@@ -539,6 +562,10 @@ class _GroupRunner:
             self.stats.array_peak_bytes = max(self.stats.array_peak_bytes,
                                               measured + self.pool.held)
             held[s.out] = (out, tuple(rec.out_bits))
+            if s.out in kept:  # held for its consumer now, and kept for later slices
+                old = carry.put(s.out, slice_no, (out, tuple(rec.out_bits)))
+                if old is not None:
+                    self.pool.put(old[0])
             if scaled:
                 ea, eb = exps.pop(s.lhs), exps.pop(s.rhs)
                 e = self.agreed_exponent(out, bool(rec.out_bits))
@@ -546,12 +573,14 @@ class _GroupRunner:
             if self.sample_arrays and j in self.sample_steps:
                 self.stats.traced_array_bytes = max(self.stats.traced_array_bytes,
                                                     _traced_numpy_bytes())
-            held_bytes += out.nbytes
+            held_bytes += out.nbytes if s.out not in kept else 0
             if first_slice:
                 self.stats.step_sent.append(sent)
                 self.stats.step_recv.append(recv)
                 self.stats.step_seconds.append(0.0)
                 self.stats.step_peak.append(0)
+                self.stats.step_runs.append(0)
+            self.stats.step_runs[j] += 1
             self.stats.step_peak[j] = max(self.stats.step_peak[j], measured)
             self.stats.step_seconds[j] += time.perf_counter() - t0
             self.stats.sent_bytes += sent
@@ -702,7 +731,9 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
         # measure the run, not the loading of code: one untimed slice first compiles (or
         # loads) the kernels every step uses, as any earlier run in the process would have
         warm = _GroupRunner(plan, group, xp, pool, RunStats(rank=rank), None, gemm, compiled)
-        pool.put(warm.run(slice_assignment(plan, mine[0]), first_slice=True))
+        pool.put(warm.run(slice_assignment(plan, mine[0]), first_slice=True, slice_no=mine[0]))
+        for arr, _ in (warm.carry.values() if warm.carry is not None else ()):
+            pool.put(arr)
     stats.rss_before_bytes = _resident_bytes()
     started = measuring and trace != "rss" and not tracemalloc.is_tracing()
     if started:
@@ -728,10 +759,11 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
             runner.sample_arrays = (tracing and xp is np
                                     and done in ((1, 2) if window else (1, len(mine))))
             if strip_exponent:
-                root, e = runner.run(slice_assignment(plan, s), done == 1, scaled=True)
+                root, e = runner.run(slice_assignment(plan, s), done == 1, scaled=True,
+                                     slice_no=s)
                 result, exp = accumulate_scaled(result, exp, root.reshape(out_shape), e, pool)
             else:
-                root = runner.run(slice_assignment(plan, s), first_slice=done == 1)
+                root = runner.run(slice_assignment(plan, s), first_slice=done == 1, slice_no=s)
                 result = accumulate(result, root.reshape(out_shape), pool)
             stats.slices += 1
             if progress is not None and rank == 0:

@@ -43,21 +43,23 @@ class Target:
     profile: HardwareProfile
     devices: int
     dtype: str = "complex64"
+    #: groups keep step outputs across slices where memory allows (distribution.reuse)
+    reuse: bool = False
 
     @classmethod
     def with_memory(cls, profile: HardwareProfile, devices: int, dtype: str,
-                    memory_bytes: int | None) -> Target:
+                    memory_bytes: int | None, reuse: bool = False) -> Target:
         """The target with ``memory_bytes`` usable per device instead of the profile's."""
         if memory_bytes is not None:
             import dataclasses
 
             profile = dataclasses.replace(profile, memory_bytes=int(memory_bytes),
                                           usable_memory_fraction=1.0)
-        return cls(profile, devices, dtype)
+        return cls(profile, devices, dtype, reuse)
 
     def describe(self) -> dict:
         return {"profile": self.profile.name, "devices": self.devices, "dtype": self.dtype,
-                "usable_memory_per_device": self.profile.usable_memory}
+                "usable_memory_per_device": self.profile.usable_memory, "reuse": self.reuse}
 
 
 @dataclass
@@ -85,7 +87,7 @@ def score_tree(net: Network, tree: Tree, target: Target):
 
     plan = build_plan(net, tree.ssa_path, [], target.dtype,
                       meta=dict(net.meta, search_sliced=list(tree.sliced)))
-    sch = schedule(plan, target.profile, target.devices, "dp")
+    sch = schedule(plan, target.profile, target.devices, "dp", reuse=target.reuse)
     pred = sch.predicted
     width, _ = SliceCosts(net, tree.ssa_path).evaluate(set(sch.sliced))
     return Score(pred.seconds, pred.flops_executed, pred.peak_bytes_per_device, sch.n_slices,
@@ -143,8 +145,9 @@ def _resume(path: Path, net: Network, target: Target) -> dict | None:
         return None
     want = target.describe()
     got = info.get("target", {})
-    keys = ("profile", "devices", "dtype", "usable_memory_per_device")
-    if {k: got.get(k) for k in keys} != {k: want[k] for k in keys}:
+    keys = ("profile", "devices", "dtype", "usable_memory_per_device", "reuse")
+    if {k: got.get(k, False if k == "reuse" else None) for k in keys} != \
+            {k: want[k] for k in keys}:
         raise InvalidInputError(
             f"{path} holds a search for {got.get('profile')} x {got.get('devices')} "
             f"({got.get('dtype')}, {got.get('usable_memory_per_device')} B per device), not "

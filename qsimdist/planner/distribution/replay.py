@@ -78,24 +78,18 @@ def _profile_of(sched: Schedule, given: HardwareProfile | None, fail) -> Hardwar
 
 
 def _check_totals(plan: Plan, sched: Schedule, sent: list[int], fail) -> None:
-    """The schedule's predicted totals follow from its records, slicing and device count."""
+    """The schedule's predicted totals follow from its records, slicing, kept outputs and
+    device count."""
+    from .reuse import check_kept, predicted_totals
+
+    if sched.kept:
+        why = check_kept(plan, sched.kept)
+        if why is not None:
+            fail(why)
     pred = sched.predicted
-    groups = sched.devices // sched.group_size
-    rounds = math.ceil(sched.n_slices / groups)
-    flops_dev = sum(r.flops_per_device for r in sched.steps)
-    per_slice = sum(r.predicted_compute_seconds + r.predicted_comm_seconds
-                    + r.predicted_pack_seconds for r in sched.steps)
-    want = {
-        "rounds": rounds,
-        "n_redistributions": sum(1 for r in sched.steps for c in r.pre
-                                 if c.kind == "alltoall"),
-        "comm_bytes_per_device": float(sum(sent) * rounds),
-        "flops_per_device": flops_dev * rounds,
-        "flops_executed": flops_dev * sched.group_size * sched.n_slices,
-        "flops_counted": plan.stats.flops,
-        "seconds_per_slice": per_slice,
-        "seconds": per_slice * rounds,
-    }
+    want = predicted_totals(plan, sched, sent)
+    for name in ("compute_seconds", "comm_seconds", "pack_seconds"):
+        want.pop(name)
     for name, value in want.items():
         have = getattr(pred, name)
         if not math.isclose(have, value, rel_tol=1e-9, abs_tol=1e-300):
@@ -286,6 +280,16 @@ def replay(plan: Plan, sched: Schedule, profile: HardwareProfile | None = None,
     peak = max(lives + [first])
     if peak > mem:
         fail(f"the leaves alone need {first} bytes per device, over the {mem} usable")
+    if sched.kept:  # kept outputs stay resident beside every step
+        from .reuse import check_kept, kept_bytes
+
+        why = check_kept(plan, sched.kept)
+        if why is not None:
+            fail(why)
+        peak += kept_bytes(plan, sched)
+        if peak > mem:
+            fail(f"with its kept outputs the schedule needs {peak} bytes per device, over "
+                 f"the {mem} usable")
     if peak != sched.predicted.peak_bytes_per_device:
         fail(f"reports a peak of {sched.predicted.peak_bytes_per_device} bytes per device; "
              f"replay counts {peak}")

@@ -21,6 +21,9 @@ bit ``j`` of a tuple is binary digit ``j`` (most significant first) of the
 rank within its group. Groups are ranks ``[g d, (g+1) d)``, ``g < P/d``;
 group ``g`` runs the slices ``s`` with ``s % (P/d) == g`` (cotengra's
 ``slice_key`` order) and the groups' results are summed at the end.
+``kept`` names the step outputs a group keeps from one slice to the next
+and reuses while the sliced indices they depend on are unchanged
+(:mod:`.reuse`); the predicted totals then count each step's runs.
 
 Every number under ``predicted`` comes from the cost model, not a
 measurement.
@@ -222,6 +225,9 @@ class Schedule:
     refused: tuple[str, ...] = field(default=())
     # the profile's own fields, so a schedule made from a custom .toml is checked without it
     profile_spec: dict | None = field(default=None, compare=False, hash=False)
+    # step outputs (SSA node ids) a group keeps from one slice to the next (see .reuse);
+    # empty: every step runs once per slice
+    kept: tuple[int, ...] = ()
 
     @property
     def q(self) -> int:
@@ -256,6 +262,7 @@ class Schedule:
             "refused": list(self.refused),
             "profile_spec": self.profile_spec,
             "predicted": self.predicted.to_dict(),
+            "kept": list(self.kept),
             "steps": [s.to_dict() for s in self.steps],
         }
 
@@ -280,6 +287,7 @@ class Schedule:
                                         asdict(_ZERO_PREDICTION).items()}),
                 refused=tuple(str(r) for r in d.get("refused", ())),
                 profile_spec=_spec(d.get("profile_spec")),
+                kept=tuple(int(k) for k in d.get("kept", ())),
             )
         except PlanFormatError:
             raise

@@ -47,6 +47,7 @@ from .bits import (
 )
 from .chain import ChainStep, solve_chain
 from .cost import NO_MOVE, CostModel, Move
+from .reuse import with_reuse
 from .schedule import Collective, LocalView, Prediction, Schedule, StepRecord, action_of
 
 #: fractions of usable device memory tried as the sharding threshold
@@ -452,7 +453,8 @@ MIN_PLANNING_SECONDS = 0.25
 
 def schedule(plan: Plan, profile: HardwareProfile, devices: int, strategy: str = "dp",
              big_fractions=BIG_FRACTIONS, sliced_cache: dict | None = None,
-             view_caches: dict | None = None, budgeted: bool = False) -> Schedule:
+             view_caches: dict | None = None, budgeted: bool = False,
+             reuse: bool = False) -> Schedule:
     """The predicted-fastest schedule of ``strategy`` on ``devices`` devices that fits memory.
 
     For every group size ``d`` (powers of two up to ``devices``; only 1 for
@@ -467,6 +469,10 @@ def schedule(plan: Plan, profile: HardwareProfile, devices: int, strategy: str =
     best schedule's predicted run: a contraction of microseconds is not worth
     seconds of search (tfim_hex_4x4_t3 on 4 ranks: 1.6 s of planning, 10 us
     predicted).
+
+    ``reuse``: each group keeps the step outputs worth keeping from one slice
+    to the next in the memory a schedule leaves free (:mod:`.reuse`), and the
+    schedules are compared with it.
     """
     profile.check_devices(devices)
     spec = check_strategy(strategy)
@@ -511,6 +517,8 @@ def schedule(plan: Plan, profile: HardwareProfile, devices: int, strategy: str =
                 if sch is not None and (fit is None
                                         or sch.predicted.seconds < fit.predicted.seconds):
                     fit = sch
+            if fit is not None and reuse:
+                fit = with_reuse(sp, fit)
             if fit is not None:
                 if best is None or fit.predicted.seconds < best.predicted.seconds:
                     best = fit

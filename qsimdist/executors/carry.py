@@ -1,0 +1,59 @@
+"""Outputs a run keeps from one slice to the next (a schedule's ``kept``), for the executors.
+
+A kept output is reused while the sliced indices it depends on keep their
+values (see :mod:`qsimdist.planner.distribution.reuse`); each slice then
+computes only the nodes it needs: the root, and below a node it computes,
+every child that is not a kept output still valid for this slice.
+"""
+
+from __future__ import annotations
+
+from ..planner.distribution.reuse import depths, strides
+
+
+class Carry:
+    """The kept outputs of one run (one group's slices, in order)."""
+
+    def __init__(self, plan, kept) -> None:
+        self.kept = frozenset(kept)
+        self.n = plan.network.num_tensors
+        self.depth = depths(plan, plan.sliced)
+        self.stride = strides(plan, plan.sliced)
+        self.store: dict[int, tuple[int, object]] = {}  # node -> (prefix, value)
+
+    @classmethod
+    def of(cls, plan) -> Carry | None:
+        """The plan's carry, or ``None`` when its schedule keeps nothing."""
+        sched = getattr(plan, "schedule", None)
+        if sched is None or not getattr(sched, "kept", ()) or not plan.steps:
+            return None
+        return cls(plan, sched.kept)
+
+    def prefix(self, node: int, s: int) -> int:
+        return s // self.stride[self.depth[node]]
+
+    def valid(self, node: int, s: int) -> bool:
+        got = self.store.get(node)
+        return got is not None and got[0] == self.prefix(node, s)
+
+    def needed(self, plan, s: int) -> set[int]:
+        """Nodes slice ``s`` computes (leaves to load, step outputs to make)."""
+        need = {plan.steps[-1].out}
+        for step in reversed(plan.steps):
+            if step.out in need:
+                for child in (step.lhs, step.rhs):
+                    if not self.valid(child, s):
+                        need.add(child)
+        return need
+
+    def get(self, node: int):
+        return self.store[node][1]
+
+    def put(self, node: int, s: int, value):
+        """Keep ``value`` for ``node`` from slice ``s``; returns the value it replaces."""
+        old = self.store.get(node)
+        self.store[node] = (self.prefix(node, s), value)
+        return None if old is None else old[1]
+
+    def values(self):
+        return [v for _, v in self.store.values()]

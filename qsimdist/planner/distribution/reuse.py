@@ -1,0 +1,261 @@
+"""Reuse across slices: step outputs a group keeps from one slice to the next.
+
+A group runs its slices in order: slice number ``s`` fixes the sliced
+indices with the last one of ``plan.sliced`` varying fastest, and group
+``g`` of ``G`` runs the ``s`` with ``s % G == g`` (the schedule's round
+robin). Every node of the contraction (a leaf or a step's output) depends
+on the sliced indices found on its subtree's leaves; its *depth* ``m`` is
+the largest position among them (1-based, outermost first, 0 for none).
+Its value changes only when ``s // stride(m)`` does, ``stride(m)`` being
+the product of the sizes at the positions after ``m``. A slice that leaves
+that prefix unchanged would compute the same tensor again.
+
+Keeping such an output (each device its shard) lets the group skip the
+step, and the steps below it, until its prefix changes. A kept output stays
+resident for the whole run, so it adds to every step's live bytes: the
+planner keeps only what fits the memory the schedule leaves free, the most
+predicted seconds saved per byte first, and orders the sliced indices so
+that the expensive steps depend on as few of the fast-varying ones as it
+can (:func:`slice_order`). Without kept outputs nothing changes: every step
+runs once per slice.
+
+Cost: a kept node's count of computations over the busiest group's slices
+is the number of distinct prefixes it sees, ``ceil(N / stride(m))`` when
+``stride(m) >= G`` (each prefix block of the slice numbers holds one of the
+group's slices) and the group's slice count otherwise. A step that is not
+kept runs as often as its consumer. All of it is a cost-model prediction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..plan import Plan
+    from .schedule import Schedule
+
+
+def sliced_sets(plan: Plan, order: Sequence[str]) -> list[frozenset[str]]:
+    """Per node (leaves, then step outputs by SSA id): the sliced indices it depends on."""
+    sliced = set(order)
+    net = plan.network
+    sets: list[frozenset[str]] = [frozenset(set(t) & sliced) for t in net.inputs]
+    sets.extend(frozenset() for _ in plan.steps)
+    for s in plan.steps:
+        sets[s.out] = sets[s.lhs] | sets[s.rhs]
+    return sets
+
+
+def depths(plan: Plan, order: Sequence[str]) -> list[int]:
+    """Per node: the largest 1-based position in ``order`` of a sliced index it depends on."""
+    pos = {ix: k + 1 for k, ix in enumerate(order)}
+    return [max((pos[ix] for ix in s), default=0) for s in sliced_sets(plan, order)]
+
+
+def strides(plan: Plan, order: Sequence[str]) -> list[int]:
+    """``stride(m)`` for ``m = 0 .. len(order)``: the slices one prefix of length ``m`` spans."""
+    sizes = [plan.network.size_dict[ix] for ix in order]
+    out = [1] * (len(sizes) + 1)
+    for m in range(len(sizes) - 1, -1, -1):
+        out[m] = out[m + 1] * sizes[m]
+    return out
+
+
+def prefix_counts(n_slices: int, groups: int, stride: list[int]) -> list[int]:
+    """Computations of a node of depth ``m`` over the busiest group's slices, kept."""
+    mine = math.ceil(n_slices / groups)
+    return [min(mine, math.ceil(n_slices / st)) if st >= groups else mine for st in stride]
+
+
+def step_counts(plan: Plan, order: Sequence[str], groups: int, kept: set[int] | frozenset[int],
+                depth: list[int] | None = None) -> list[int]:
+    """Per step: how often the busiest group runs it, ``kept`` step outputs reused."""
+    n_slices = math.prod(plan.network.size_dict[ix] for ix in order)
+    own = prefix_counts(n_slices, groups, strides(plan, order))
+    depth = depth if depth is not None else depths(plan, order)
+    runs = {plan.steps[-1].out: math.ceil(n_slices / groups)} if plan.steps else {}
+    out = [0] * len(plan.steps)
+    n = plan.network.num_tensors
+    for j in range(len(plan.steps) - 1, -1, -1):
+        s = plan.steps[j]
+        c = runs.get(s.out, 0)
+        out[j] = c
+        for child in (s.lhs, s.rhs):
+            if child >= n:
+                runs[child] = min(c, own[depth[child]]) if child in kept else c
+    return out
+
+
+def _weighted(plan: Plan, order: Sequence[str], groups: int, weights: Sequence[float],
+              kept: set[int]) -> float:
+    return sum(w * c for w, c in zip(weights, step_counts(plan, order, groups, kept)))
+
+
+def slice_order(plan: Plan, groups: int, weights: Sequence[float],
+                sweeps: int = 3) -> list[str]:
+    """An order of the sliced indices (outermost first) for reuse.
+
+    Every step output kept (no memory limit), the total of ``weights`` (per
+    step and slice) times the runs is what is minimised: indices first by
+    the fewest sliced indices of a node they appear on, then adjacent swaps
+    while they help (at most ``sweeps`` passes).
+    """
+    order = list(plan.sliced)
+    if len(order) < 2 or not plan.steps:
+        return order
+    sets = sliced_sets(plan, order)
+    n = plan.network.num_tensors
+    first = {ix: len(order) + 1 for ix in order}
+    load = {ix: 0.0 for ix in order}
+    for j, s in enumerate(plan.steps):
+        for ix in sets[s.out]:
+            first[ix] = min(first[ix], len(sets[s.out]))
+            load[ix] += weights[j]
+    order.sort(key=lambda ix: (first[ix], -load[ix], ix))
+    every = set(range(n, n + len(plan.steps)))
+    best = _weighted(plan, order, groups, weights, every)
+    for _ in range(sweeps):
+        better = False
+        for k in range(len(order) - 1):
+            cand = order[:k] + [order[k + 1], order[k]] + order[k + 2:]
+            cost = _weighted(plan, cand, groups, weights, every)
+            if cost < best * (1 - 1e-12):
+                order, best, better = cand, cost, True
+        if not better:
+            break
+    return order
+
+
+def choose_kept(plan: Plan, order: Sequence[str], groups: int, weights: Sequence[float],
+                node_bytes: dict[int, int], free_bytes: int) -> frozenset[int]:
+    """Step outputs to keep within ``free_bytes`` per device, most seconds saved per byte first.
+
+    ``node_bytes``: per step output, the bytes one device holds of it.
+    """
+    n = plan.network.num_tensors
+    depth = depths(plan, order)
+    n_slices = math.prod(plan.network.size_dict[ix] for ix in order)
+    own = prefix_counts(n_slices, groups, strides(plan, order))
+    base = step_counts(plan, order, groups, frozenset(), depth)
+    # the seconds below each node (its subtree's steps, up to the leaves) per run
+    below: dict[int, float] = {}
+    for j, s in enumerate(plan.steps):
+        below[s.out] = weights[j] + below.get(s.lhs, 0.0) + below.get(s.rhs, 0.0)
+    parent_runs = {}
+    for j, s in enumerate(plan.steps):
+        for child in (s.lhs, s.rhs):
+            if child >= n:
+                parent_runs[child] = base[j]
+    gains = []
+    for node, runs in parent_runs.items():
+        saved = runs - own[depth[node]]
+        nbytes = node_bytes.get(node, 0)
+        if saved > 0 and nbytes > 0:
+            gains.append((below[node] * saved / nbytes, node, nbytes))
+    gains.sort(reverse=True)
+    kept, used = set(), 0
+    for _, node, nbytes in gains:
+        if used + nbytes <= free_bytes:
+            kept.add(node)
+            used += nbytes
+    return frozenset(kept)
+
+
+def _out_bytes(plan: Plan, sched: Schedule) -> dict[int, int]:
+    """Per step output: the bytes one device stores of it."""
+    import numpy as np
+
+    isz = np.dtype(sched.dtype).itemsize
+    return {s.out: math.prod(r.out_shape) * isz for s, r in zip(plan.steps, sched.steps)}
+
+
+def kept_bytes(plan: Plan, sched: Schedule) -> int:
+    """Bytes per device the schedule's kept outputs hold for the whole run."""
+    if not sched.kept:
+        return 0
+    out = _out_bytes(plan, sched)
+    return sum(out[k] for k in sched.kept)
+
+
+def check_kept(plan: Plan, kept: Sequence[int]) -> str | None:
+    """Why ``kept`` cannot be a schedule's kept outputs of ``plan`` (``None``: it can)."""
+    n = plan.network.num_tensors
+    outs = {s.out for s in plan.steps[:-1]}
+    bad = [k for k in kept if k not in outs]
+    if bad:
+        return (f"kept node {bad[0]} is not the output of a step other than the last "
+                f"(step outputs are {n}..{n + len(plan.steps) - 2})")
+    if len(set(kept)) != len(kept):
+        return "kept names a node twice"
+    return None
+
+
+def predicted_totals(plan: Plan, sched: Schedule, sent: Sequence[int] | None = None) -> dict:
+    """The totals of ``sched.predicted`` as its records, slicing and kept outputs give them.
+
+    ``sent``: bytes each step's collectives send per device (default: the records').
+    """
+    groups = sched.devices // sched.group_size
+    rounds = math.ceil(sched.n_slices / groups)
+    recs = sched.steps
+    if sent is None:
+        sent = [sum(c.send_bytes for c in r.collectives) for r in recs]
+    if sched.kept:
+        runs = step_counts(plan, sched.sliced, groups, frozenset(sched.kept))
+    else:
+        runs = [rounds] * len(recs)
+    compute = sum(r.predicted_compute_seconds * c for r, c in zip(recs, runs))
+    comm = sum(r.predicted_comm_seconds * c for r, c in zip(recs, runs))
+    pack = sum(r.predicted_pack_seconds * c for r, c in zip(recs, runs))
+    flops_dev = sum(r.flops_per_device * c for r, c in zip(recs, runs))
+    per_slice = sum(r.predicted_compute_seconds + r.predicted_comm_seconds
+                    + r.predicted_pack_seconds for r in recs)
+    if sched.kept:  # the busiest group's runs, every group alike
+        executed = flops_dev * sched.group_size * groups
+    else:
+        executed = sum(r.flops_per_device for r in recs) * sched.group_size * sched.n_slices
+    return {
+        "rounds": rounds,
+        "n_redistributions": sum(1 for r in recs for c in r.pre if c.kind == "alltoall"),
+        "comm_bytes_per_device": float(sum(b * c for b, c in zip(sent, runs))),
+        "flops_per_device": flops_dev,
+        "flops_executed": executed,
+        "flops_counted": plan.stats.flops,
+        "seconds_per_slice": per_slice,
+        "seconds": compute + comm + pack,
+        "compute_seconds": compute,
+        "comm_seconds": comm,
+        "pack_seconds": pack,
+    }
+
+
+def with_reuse(plan: Plan, sched: Schedule) -> Schedule:
+    """``sched`` with the step outputs worth keeping across slices that fit its free memory.
+
+    The sliced indices are reordered for reuse (:func:`slice_order`); the
+    schedule comes back unchanged when nothing is worth keeping or nothing fits.
+    """
+    import dataclasses
+
+    if sched.n_slices < 2 or len(plan.steps) < 2:
+        return sched
+    groups = sched.devices // sched.group_size
+    weights = [r.predicted_compute_seconds + r.predicted_comm_seconds + r.predicted_pack_seconds
+               for r in sched.steps]
+    free = sched.usable_memory - sched.predicted.peak_bytes_per_device
+    if free <= 0:
+        return sched
+    order = slice_order(plan, groups, weights)
+    kept = choose_kept(plan, order, groups, weights, _out_bytes(plan, sched), free)
+    if not kept:
+        return sched
+    out = dataclasses.replace(sched, sliced=tuple(order), kept=tuple(sorted(kept)))
+    totals = predicted_totals(plan, out)
+    if totals["seconds"] >= sched.predicted.seconds:
+        return sched
+    pred = dataclasses.replace(
+        sched.predicted, peak_bytes_per_device=sched.predicted.peak_bytes_per_device
+        + kept_bytes(plan, out), **{k: v for k, v in totals.items() if k != "rounds"})
+    return dataclasses.replace(out, predicted=pred)
