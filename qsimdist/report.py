@@ -18,10 +18,11 @@ from .planner.distribution import PREDICTED_NOTE, Schedule, compare_strategies
 from .planner.plan import Plan
 
 
-def distribution_report(plan: Plan, profile: str, devices: int) -> tuple[dict, dict[str, Schedule]]:
+def distribution_report(plan: Plan, profile: str, devices: int, reuse: bool = False
+                        ) -> tuple[dict, dict[str, Schedule]]:
     """The report dictionary (the ``--json`` output) and the schedules behind it."""
     prof = load_profile(profile)
-    return compare_strategies(plan, prof, devices)
+    return compare_strategies(plan, prof, devices, reuse=reuse)
 
 
 def format_report(report: dict) -> str:

@@ -63,6 +63,8 @@ def search_command(
         None, "--memory-limit", help="Memory usable per device, e.g. 16GiB (default: the "
         "profile's usable memory)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the search's random choices."),
+    reuse: bool = typer.Option(False, "--reuse", help="Score trees with each group keeping "
+                               "step outputs across slices where memory allows."),
     fresh: bool = typer.Option(False, "--fresh", help="Start afresh even if --out holds a search."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end."),
 ) -> None:
@@ -100,8 +102,8 @@ def search_command(
         typer.echo(_line(state), err=True)
         sys.stderr.flush()
 
-    state = search(net, Target.with_memory(prof, p, dtype, per_device), seconds, out=out, start=start, seed=seed,
-                   resume=not fresh, progress=report)
+    state = search(net, Target.with_memory(prof, p, dtype, per_device, reuse), seconds, out=out,
+                   start=start, seed=seed, resume=not fresh, progress=report)
     if as_json:
         typer.echo(json.dumps(dict(state.meta()["search"], file=str(out))))
         return

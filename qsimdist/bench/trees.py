@@ -125,7 +125,7 @@ def _best(net, trees: list, target):
     return best
 
 
-def row(name: str, data: Path, profile: str, devices: int) -> dict:
+def row(name: str, data: Path, profile: str, devices: int, reuse: bool = False) -> dict:
     from qsimdist.hardware import load_profile
     from qsimdist.planner.distribution import schedule
     from qsimdist.planner.search import Target
@@ -148,13 +148,14 @@ def row(name: str, data: Path, profile: str, devices: int) -> dict:
     # search budget on both sides (a short search for P devices can land on a tree worse
     # than the one found for one device, and the other way round)
     candidates = [tree_p] if tree_1 is tree_p else [tree_p, tree_1]
-    dp, plan_p, which_p = _best(net, candidates, Target(prof, devices))
-    base, _, which_1 = _best(net, candidates, Target(load_profile(BASELINE[0]), 1))
+    # with ``reuse`` both sides keep outputs across slices (the baseline as much as the dp)
+    dp, plan_p, which_p = _best(net, candidates, Target(prof, devices, reuse=reuse))
+    base, _, which_1 = _best(net, candidates, Target(load_profile(BASELINE[0]), 1, reuse=reuse))
     today = schedule(plan_p, prof, devices, "slice_only").predicted
     planning = time.perf_counter() - t0
     paper = PAPER.get(name, {})
     out = {
-        "workload": name, "profile": profile, "devices": devices,
+        "workload": name, "profile": profile, "devices": devices, "reuse": reuse,
         "trees": label if searched else f"not searched (the saved plan {saved.name})",
         "tree_used": {"P": ("P", "P=1")[which_p], "P=1": ("P", "P=1")[which_1]},
         "search_budget_seconds": {
@@ -202,7 +203,8 @@ def markdown(rows: list[dict]) -> str:
     for r in rows:
         b = r["search_budget_seconds"]
         lines.append(
-            f"| {r['workload']} | {r['profile']} x {r['devices']} | {r['trees']}{used(r)} | "
+            f"| {r['workload']} | {r['profile']} x {r['devices']}"
+            f"{' (reuse)' if r.get('reuse') else ''} | {r['trees']}{used(r)} | "
             f"10^{r['log10_flops_baseline_1']:.2f} | 10^{r['log10_flops_dp']:.2f} | "
             f"{f(r['R_P_competitive'])} | {f(r['E_P_competitive'])} | {f(r['R_P_today'])} | "
             f"{f(r['E_P_today'])} | {r['peak_bytes_per_device'] / 1e9:.1f} / "
@@ -221,6 +223,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     "first, each with this budget (e.g. 45m)")
     ap.add_argument("--targets", nargs="+", default=["dgx-h100:8", "dgx-h100:1"],
                     help="PROFILE:P for --search")
+    ap.add_argument("--reuse", action="store_true", help="score both sides with each group "
+                    "keeping step outputs across slices where memory allows")
+    ap.add_argument("--devices", nargs="+", type=int, default=None,
+                    help="only these P of the rows' targets")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     data = Path(args.data)
@@ -234,7 +240,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = []
     for name in args.only:
         for prof, p in TARGETS:
-            r = row(name, data, prof, p)
+            if args.devices is not None and p not in args.devices:
+                continue
+            r = row(name, data, prof, p, reuse=args.reuse)
             rows.append(r)
             print(f"{name:8} {prof:>9} x {p:<5} dp 10^{r['log10_flops_dp']:.2f} vs one device "
                   f"10^{r['log10_flops_baseline_1']:.2f}: R_P {r['R_P_competitive']:.3g} "

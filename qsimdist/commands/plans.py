@@ -56,6 +56,10 @@ def plan(
         "tree, a saved plan, an SSA path (JSON list of pairs), {\"path\": linear path}, or a "
         "pickled cotengra ContractionTree (.pkl; read only files you trust)."
     ),
+    reuse: bool = typer.Option(
+        False, "--reuse", help="With --profile: each group keeps the step outputs worth "
+        "keeping from one slice to the next, in the memory the schedule leaves free."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Plan the contraction of CIRCUIT (path, slicing, lifetime layouts) and print a summary.
@@ -67,9 +71,9 @@ def plan(
     from ..api import plan as make
     from ..planner.plan import Plan
 
-    if profile is None and (devices is not None or plot is not None):
+    if profile is None and (devices is not None or plot is not None or reuse):
         raise InvalidInputError(
-            "--devices and --plot need --profile NAME (see 'qsimdist profiles')")
+            "--devices, --plot and --reuse need --profile NAME (see 'qsimdist profiles')")
     if output is not None:
         check_output_path(output, "-o")
     if plot is not None:
@@ -100,7 +104,7 @@ def plan(
 
         prof = load_profile(profile)
         p_devices = devices if devices is not None else prof.devices_per_node
-        report, schedules = distribution_report(p, prof, p_devices)
+        report, schedules = distribution_report(p, prof, p_devices, reuse=reuse)
         # the plan written is the one the dp schedule runs: its slicing, with the schedule
         p = scheduled_plan(p, schedules["dp"])
         if plot is not None:

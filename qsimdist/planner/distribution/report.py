@@ -14,18 +14,21 @@ PREDICTED_NOTE = ("predicted by the cost model of the hardware profile (not meas
                   "E_P, R_P, TFLOP/s, bytes and peaks")
 
 
-def compare_strategies(plan: Plan, profile: HardwareProfile, devices: int
+def compare_strategies(plan: Plan, profile: HardwareProfile, devices: int, reuse: bool = False
                        ) -> tuple[dict, dict[str, Schedule]]:
     """Every registered strategy on one path; the report dict and the schedules behind it.
 
     ``E_P`` is slice-only's predicted time over the strategy's; ``R_P`` is
     slice-only's FLOPs over the strategy's executed FLOPs, counting the work
-    every device of a group repeats on replicated tensors.
+    every device of a group repeats on replicated tensors. ``reuse``: every
+    strategy keeps step outputs across slices where memory allows (see
+    :mod:`.reuse`).
     """
     profile.check_devices(devices)
     cache: dict = {}
     views: dict = {}
-    out = {s: schedule(plan, profile, devices, s, sliced_cache=cache, view_caches=views)
+    out = {s: schedule(plan, profile, devices, s, sliced_cache=cache, view_caches=views,
+                       reuse=reuse)
            for s in strategies()}
     base = out["slice_only"].predicted
     entries = {}
@@ -48,11 +51,13 @@ def compare_strategies(plan: Plan, profile: HardwareProfile, devices: int
             "peak_bytes_per_device": p.peak_bytes_per_device,
             "n_redistributions": p.n_redistributions,
             "big_fraction": sch.big_bytes / profile.usable_memory,
+            "kept_outputs": len(sch.kept),
         }
     report = {
         "devices": devices,
         "profile": profile.name,
         "usable_memory_per_device": profile.usable_memory,
+        "reuse": reuse,
         "predicted": {
             "note": PREDICTED_NOTE,
             "R_P": entries["dp"]["R_P"],

@@ -69,62 +69,91 @@ def prefix_counts(n_slices: int, groups: int, stride: list[int]) -> list[int]:
     return [min(mine, math.ceil(n_slices / st)) if st >= groups else mine for st in stride]
 
 
-def step_counts(plan: Plan, order: Sequence[str], groups: int, kept: set[int] | frozenset[int],
-                depth: list[int] | None = None) -> list[int]:
+def step_counts(plan: Plan, order: Sequence[str], groups: int,
+                kept: set[int] | frozenset[int]) -> list[int]:
     """Per step: how often the busiest group runs it, ``kept`` step outputs reused."""
-    n_slices = math.prod(plan.network.size_dict[ix] for ix in order)
-    own = prefix_counts(n_slices, groups, strides(plan, order))
-    depth = depth if depth is not None else depths(plan, order)
-    runs = {plan.steps[-1].out: math.ceil(n_slices / groups)} if plan.steps else {}
-    out = [0] * len(plan.steps)
-    n = plan.network.num_tensors
-    for j in range(len(plan.steps) - 1, -1, -1):
-        s = plan.steps[j]
-        c = runs.get(s.out, 0)
-        out[j] = c
-        for child in (s.lhs, s.rhs):
-            if child >= n:
-                runs[child] = min(c, own[depth[child]]) if child in kept else c
-    return out
+    return _Model(plan, groups, [0.0] * len(plan.steps)).runs(order, kept)
+
+
+class _Model:
+    """Runs and weighted cost of a plan's steps for any order and kept set (fast to re-ask)."""
+
+    def __init__(self, plan: Plan, groups: int, weights: Sequence[float]) -> None:
+        self.plan, self.groups, self.weights = plan, groups, list(weights)
+        self.sets = sliced_sets(plan, plan.sliced)
+        self.n = plan.network.num_tensors
+        self.size = plan.network.size_dict
+        self.n_slices = math.prod(self.size[ix] for ix in plan.sliced)
+
+    def runs(self, order: Sequence[str], kept) -> list[int]:
+        pos = {ix: k + 1 for k, ix in enumerate(order)}
+        stride = strides(self.plan, order)
+        own = prefix_counts(self.n_slices, self.groups, stride)
+        steps = self.plan.steps
+        if not steps:
+            return []
+        runs = {steps[-1].out: math.ceil(self.n_slices / self.groups)}
+        out = [0] * len(steps)
+        for j in range(len(steps) - 1, -1, -1):
+            s = steps[j]
+            c = out[j] = runs.get(s.out, 0)
+            for child in (s.lhs, s.rhs):
+                if child >= self.n:
+                    if child in kept:
+                        m = max((pos[ix] for ix in self.sets[child]), default=0)
+                        runs[child] = min(c, own[m])
+                    else:
+                        runs[child] = c
+        return out
+
+    def cost(self, order: Sequence[str], kept) -> float:
+        return sum(w * c for w, c in zip(self.weights, self.runs(order, kept)))
 
 
 def _weighted(plan: Plan, order: Sequence[str], groups: int, weights: Sequence[float],
-              kept: set[int]) -> float:
-    return sum(w * c for w, c in zip(weights, step_counts(plan, order, groups, kept)))
+              kept) -> float:
+    return _Model(plan, groups, weights).cost(order, kept)
+
+
+#: the tries an order gets after its first guess: random swaps of two positions, kept
+#: while they lower the cost with every output kept (seeded: a plan's order is repeatable)
+ORDER_TRIES = 1500
 
 
 def slice_order(plan: Plan, groups: int, weights: Sequence[float],
-                sweeps: int = 3) -> list[str]:
+                tries: int = ORDER_TRIES, seed: int = 0) -> list[str]:
     """An order of the sliced indices (outermost first) for reuse.
 
     Every step output kept (no memory limit), the total of ``weights`` (per
     step and slice) times the runs is what is minimised: indices first by
-    the fewest sliced indices of a node they appear on, then adjacent swaps
-    while they help (at most ``sweeps`` passes).
+    the fewest sliced indices of a node they appear on, then ``tries``
+    random swaps of two positions, each kept if it lowers the total.
     """
+    import random
+
     order = list(plan.sliced)
     if len(order) < 2 or not plan.steps:
         return order
-    sets = sliced_sets(plan, order)
-    n = plan.network.num_tensors
+    model = _Model(plan, groups, weights)
     first = {ix: len(order) + 1 for ix in order}
     load = {ix: 0.0 for ix in order}
     for j, s in enumerate(plan.steps):
-        for ix in sets[s.out]:
-            first[ix] = min(first[ix], len(sets[s.out]))
+        for ix in model.sets[s.out]:
+            first[ix] = min(first[ix], len(model.sets[s.out]))
             load[ix] += weights[j]
     order.sort(key=lambda ix: (first[ix], -load[ix], ix))
-    every = set(range(n, n + len(plan.steps)))
-    best = _weighted(plan, order, groups, weights, every)
-    for _ in range(sweeps):
-        better = False
-        for k in range(len(order) - 1):
-            cand = order[:k] + [order[k + 1], order[k]] + order[k + 2:]
-            cost = _weighted(plan, cand, groups, weights, every)
-            if cost < best * (1 - 1e-12):
-                order, best, better = cand, cost, True
-        if not better:
-            break
+    every = frozenset(range(model.n, model.n + len(plan.steps)))
+    best = model.cost(order, every)
+    rng = random.Random(seed)
+    for _ in range(tries):
+        i, k = rng.randrange(len(order)), rng.randrange(len(order))
+        if i == k:
+            continue
+        cand = list(order)
+        cand[i], cand[k] = cand[k], cand[i]
+        cost = model.cost(cand, every)
+        if cost < best * (1 - 1e-12):
+            order, best = cand, cost
     return order
 
 
@@ -132,34 +161,46 @@ def choose_kept(plan: Plan, order: Sequence[str], groups: int, weights: Sequence
                 node_bytes: dict[int, int], free_bytes: int) -> frozenset[int]:
     """Step outputs to keep within ``free_bytes`` per device, most seconds saved per byte first.
 
-    ``node_bytes``: per step output, the bytes one device holds of it.
+    ``node_bytes``: per step output, the bytes one device holds of it. Lazy
+    greedy: candidates are ranked by their saving per byte with nothing else
+    kept (an upper bound), and the top one is priced again against what is
+    already kept before it is taken.
     """
-    n = plan.network.num_tensors
-    depth = depths(plan, order)
-    n_slices = math.prod(plan.network.size_dict[ix] for ix in order)
-    own = prefix_counts(n_slices, groups, strides(plan, order))
-    base = step_counts(plan, order, groups, frozenset(), depth)
-    # the seconds below each node (its subtree's steps, up to the leaves) per run
+    import heapq
+
+    model = _Model(plan, groups, weights)
+    n = model.n
+    base = model.runs(order, frozenset())
+    pos = {ix: k + 1 for k, ix in enumerate(order)}
+    own = prefix_counts(model.n_slices, groups, strides(plan, order))
     below: dict[int, float] = {}
     for j, s in enumerate(plan.steps):
         below[s.out] = weights[j] + below.get(s.lhs, 0.0) + below.get(s.rhs, 0.0)
-    parent_runs = {}
+    heap = []
     for j, s in enumerate(plan.steps):
         for child in (s.lhs, s.rhs):
-            if child >= n:
-                parent_runs[child] = base[j]
-    gains = []
-    for node, runs in parent_runs.items():
-        saved = runs - own[depth[node]]
-        nbytes = node_bytes.get(node, 0)
-        if saved > 0 and nbytes > 0:
-            gains.append((below[node] * saved / nbytes, node, nbytes))
-    gains.sort(reverse=True)
-    kept, used = set(), 0
-    for _, node, nbytes in gains:
-        if used + nbytes <= free_bytes:
-            kept.add(node)
-            used += nbytes
+            if child < n:
+                continue
+            m = max((pos[ix] for ix in model.sets[child]), default=0)
+            saved = base[j] - own[m]
+            nbytes = node_bytes.get(child, 0)
+            if saved > 0 and 0 < nbytes <= free_bytes:
+                heapq.heappush(heap, (-below[child] * saved / nbytes, child, nbytes))
+    kept: set[int] = set()
+    used, cost = 0, model.cost(order, kept)
+    while heap:
+        _, node, nbytes = heapq.heappop(heap)
+        if used + nbytes > free_bytes:
+            continue
+        new = model.cost(order, kept | {node})
+        gain = (cost - new) / nbytes
+        if gain <= 0:
+            continue
+        if heap and gain < -heap[0][0]:
+            heapq.heappush(heap, (-gain, node, nbytes))  # priced lower now: back in line
+            continue
+        kept.add(node)
+        used, cost = used + nbytes, new
     return frozenset(kept)
 
 

@@ -1,0 +1,174 @@
+"""Reuse across slices: kept step outputs, priced by the planner and run by the executors.
+
+The planner's run counts are checked against a brute-force walk of the
+slices (which nodes each slice has to compute given what is kept and still
+valid); the local executor is checked to run exactly those steps and to
+give the result of a run without reuse; replay refuses schedules whose
+kept outputs are not step outputs or do not fit; the kept outputs survive
+plan schema v3. The mpi executor's runs are in tests/test_mpi.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from tests.test_distribute import _circuit_plan, simulate, toy_profile
+
+from qsimdist.errors import PlanFormatError
+from qsimdist.planner.distribution import replay, schedule, scheduled_plan
+from qsimdist.planner.distribution.reuse import (
+    check_kept,
+    kept_bytes,
+    predicted_totals,
+    slice_order,
+    step_counts,
+    with_reuse,
+)
+from qsimdist.planner.plan import Plan
+
+
+@pytest.fixture(scope="module")
+def base_plan():
+    return _circuit_plan(n=18, depth=12, star=0, seed=5)
+
+
+def _reused(plan, frac: int, devices: int):
+    prof = toy_profile(memory_bytes=plan.stats.max_intermediate * 8 // frac + 2**14)
+    plain = schedule(plan, prof, devices)
+    sched = schedule(plan, prof, devices, reuse=True)
+    return prof, plain, sched
+
+
+def _walk(plan: Plan, groups: int, kept) -> list[int]:
+    """Per step: the runs of the busiest group, by walking its slices one by one."""
+    from qsimdist.executors.carry import Carry
+
+    carry = Carry(plan, kept)
+    runs = [0] * len(plan.steps)
+    for s in range(0, plan.stats.n_slices, groups):
+        need = carry.needed(plan, s)
+        for j, step in enumerate(plan.steps):
+            if step.out in need:
+                runs[j] += 1
+                if step.out in carry.kept:
+                    carry.put(step.out, s, None)
+    return runs
+
+
+@pytest.mark.parametrize("frac,devices", [(8, 1), (32, 2), (128, 4)])
+def test_reuse_is_priced_below_and_counted_as_the_slices_run(base_plan, frac, devices):
+    prof, plain, sched = _reused(base_plan, frac, devices)
+    assert sched.kept, "a sliced circuit with free memory keeps something"
+    assert sched.predicted.seconds < plain.predicted.seconds
+    assert sched.predicted.flops_executed < plain.predicted.flops_executed
+    sp = scheduled_plan(base_plan, sched)
+    assert sp.sliced == list(sched.sliced)
+    runs = step_counts(sp, sched.sliced, sched.groups, frozenset(sched.kept))
+    assert runs == _walk(sp, sched.groups, sched.kept)
+    rounds = math.ceil(sched.n_slices / sched.groups)
+    assert runs[-1] == rounds and min(runs) >= 1 and sum(runs) < rounds * len(runs)
+    # the prediction is the records times the runs, plus the kept bytes on the peak
+    flops = sum(r.flops_per_device * c for r, c in zip(sched.steps, runs))
+    assert sched.predicted.flops_per_device == pytest.approx(flops, rel=1e-12)
+    rep = replay(sp, sched, prof)
+    assert rep.peak_bytes == sched.predicted.peak_bytes_per_device <= prof.usable_memory
+    assert kept_bytes(sp, sched) > 0
+
+
+def test_nothing_kept_leaves_the_schedule_alone(base_plan):
+    prof = toy_profile(memory_bytes=2**30)  # fits unsliced: one slice, nothing to reuse
+    assert schedule(base_plan, prof, 2, reuse=True) == schedule(base_plan, prof, 2)
+
+
+def test_local_executor_runs_what_was_priced_and_agrees(base_plan, monkeypatch):
+    from qsimdist.executors import local
+
+    _, plain, sched = _reused(base_plan, 32, 1)
+    sp = scheduled_plan(base_plan, sched)
+    ran: dict[int, int] = {}
+    real = local.run_step
+
+    def counting(step, *a, **k):
+        ran[step.out] = ran.get(step.out, 0) + 1
+        return real(step, *a, **k)
+
+    monkeypatch.setattr(local, "run_step", counting)
+    got = sp.execute()
+    monkeypatch.setattr(local, "run_step", real)
+    runs = step_counts(sp, sched.sliced, 1, frozenset(sched.kept))
+    assert [ran.get(s.out, 0) for s in sp.steps] == runs
+    ref = scheduled_plan(base_plan, plain).execute()
+    assert np.allclose(got, ref, rtol=1e-4, atol=1e-6 * np.abs(ref).max())
+    # and twice in a row on one plan (the kept outputs start afresh each run)
+    assert np.allclose(sp.execute(), got, rtol=1e-6, atol=0)
+
+
+def test_sharded_groups_with_reuse_simulate_right(base_plan):
+    _, _, sched = _reused(base_plan, 128, 4)
+    sp = scheduled_plan(base_plan, sched)
+    ref = base_plan.execute()
+    assert np.allclose(simulate(sp), ref, rtol=1e-4, atol=1e-6 * np.abs(ref).max())
+
+
+def test_order_is_a_permutation_and_repeatable(base_plan):
+    _, _, sched = _reused(base_plan, 32, 1)
+    sp = scheduled_plan(base_plan, sched)
+    w = [r.predicted_compute_seconds for r in sched.steps]
+    a = slice_order(sp, 1, w)
+    assert sorted(a) == sorted(sp.sliced) and a == slice_order(sp, 1, w)
+
+
+def test_replay_refuses_bad_kept(base_plan):
+    prof, _, sched = _reused(base_plan, 32, 2)
+    sp = scheduled_plan(base_plan, sched)
+    root = sp.steps[-1].out
+    assert check_kept(sp, (root,)) is not None
+    assert check_kept(sp, (0,)) is not None  # a leaf
+    bad = dataclasses.replace(sched, kept=(0,))
+    with pytest.raises(PlanFormatError, match="kept node 0"):
+        replay(sp, bad, prof)
+    # a kept output that is not priced: the totals no longer follow from the records
+    extra = next(s.out for s in sp.steps[:-1] if s.out not in sched.kept)
+    more = dataclasses.replace(sched, kept=tuple(sorted((*sched.kept, extra))))
+    with pytest.raises(PlanFormatError):
+        replay(sp, more, prof)
+    # kept outputs that do not fit the device
+    small = dataclasses.replace(sched, usable_memory=sched.predicted.peak_bytes_per_device - 1)
+    with pytest.raises(PlanFormatError):
+        replay(sp, small, dataclasses.replace(prof, memory_bytes=small.usable_memory))
+
+
+def test_kept_survives_schema_v3(base_plan, tmp_path):
+    prof, _, sched = _reused(base_plan, 32, 2)
+    sp = scheduled_plan(base_plan, sched)
+    path = sp.save(tmp_path / "p.json")
+    back = Plan.load(path)
+    assert back.schedule.kept == sched.kept and back.sliced == sp.sliced
+    assert predicted_totals(back, back.schedule)["seconds"] == pytest.approx(
+        sched.predicted.seconds, rel=1e-12)
+    assert np.allclose(back.execute(), sp.execute(), rtol=1e-6, atol=0)
+
+
+def test_with_reuse_without_free_memory_is_unchanged(base_plan):
+    prof, plain, _ = _reused(base_plan, 32, 2)
+    sp = scheduled_plan(base_plan, plain)
+    full = dataclasses.replace(plain, usable_memory=plain.predicted.peak_bytes_per_device)
+    assert with_reuse(sp, full) is full
+
+
+def test_cli_plan_reuse(capsys, tmp_path):
+    import json
+
+    from qsimdist.cli import main
+
+    src = "circuits/rqc_3x4_m12.qasm"
+    code = main(["plan", src, "--profile", "local-cpu", "--devices", "2", "--reuse",
+                 "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code in (0, None) and out["reuse"] is True
+    assert "kept_outputs" in out["predicted"]["strategies"]["dp"]
+    assert main(["plan", src, "--reuse"]) == 2
+    assert "--reuse need --profile" in capsys.readouterr().err
