@@ -172,3 +172,18 @@ def test_cli_plan_reuse(capsys, tmp_path):
     assert "kept_outputs" in out["predicted"]["strategies"]["dp"]
     assert main(["plan", src, "--reuse"]) == 2
     assert "--reuse need --profile" in capsys.readouterr().err
+
+
+def test_trace_rows_time_each_run_of_a_step(base_plan):
+    """A --trace row is seconds per run of the step: a reused step ran on fewer slices."""
+    from qsimdist.executors.mpi import trace_rows
+
+    _, _, sched = _reused(base_plan, 32, 1)
+    sp = scheduled_plan(base_plan, sched)
+    runs = step_counts(sp, sched.sliced, 1, frozenset(sched.kept))
+    st = {"slices": sched.n_slices, "step_seconds": [0.5 * r for r in runs],
+          "step_runs": runs, "step_peak": [0] * len(runs)}
+    assert {row["measured_s"] for row in trace_rows(sp, [st])} == {0.5}
+    old = dict(st, step_runs=[])  # stats written before step_runs: per slice, as before
+    rows = trace_rows(sp, [old])
+    assert rows[0]["measured_s"] == pytest.approx(0.5 * runs[0] / sched.n_slices)

@@ -809,6 +809,12 @@ def _select_device(cupy, comm) -> None:
     local.Free()
 
 
+def _runs_of(st: dict, j: int) -> int:
+    """How often a rank ran step ``j`` (its slices, for stats without ``step_runs``)."""
+    runs = st.get("step_runs") or []
+    return max(1, runs[j]) if j < len(runs) else st["slices"]
+
+
 def trace_rows(plan: Plan, gathered: list[dict]) -> list[dict]:
     """Per step: what the schedule predicted next to what the ranks measured (per slice).
 
@@ -818,7 +824,8 @@ def trace_rows(plan: Plan, gathered: list[dict]) -> list[dict]:
     """
     rows = []
     for j, rec in enumerate(plan.schedule.steps):
-        per_rank = [st["step_seconds"][j] / st["slices"] for st in gathered
+        # per run of the step: with kept outputs a step runs on fewer than every slice
+        per_rank = [st["step_seconds"][j] / _runs_of(st, j) for st in gathered
                     if st["slices"] and j < len(st["step_seconds"])]
         measured = sum(per_rank) / len(per_rank) if per_rank else 0.0
         rows.append({
