@@ -15,7 +15,6 @@ import math
 
 import numpy as np
 import pytest
-from tests.test_distribute import _circuit_plan, simulate, toy_profile
 
 from qsimdist.errors import PlanFormatError
 from qsimdist.planner.distribution import replay, schedule, scheduled_plan
@@ -28,6 +27,7 @@ from qsimdist.planner.distribution.reuse import (
     with_reuse,
 )
 from qsimdist.planner.plan import Plan
+from tests.test_distribute import _circuit_plan, simulate, toy_profile
 
 
 @pytest.fixture(scope="module")
