@@ -1,7 +1,7 @@
 """Distributed against slice-only, measured: ``E_2``, ``R_2`` and predicted against measured.
 
     mpiexec -n 2 python -m mpi4py -m qsimdist.bench.mpi [--data ../shared/data]
-        [--limit-fraction 0.6] [--stars 0] [--repeats 3] [--json OUT]
+        [--limit-fraction 0.6] [--stars 0] [--repeats 3] [--reuse] [--json OUT]
 
 Rank 0 plans the n30 reference circuit's amplitude once, sets a per-rank
 memory limit below the plan's largest intermediate (``--limit-fraction`` of
@@ -48,7 +48,7 @@ def tree_plan(data: Path, stars: int, tree: str):
 
 
 def make_plans(base, limit_fraction: float, nranks: int, profile, base_two=None,
-               limit_bytes: int | None = None):
+               limit_bytes: int | None = None, reuse: bool = False):
     """(slice-only plan on ``base``, distributed plan on ``base_two`` or ``base``, limit,
     largest intermediate of ``base``)."""
     import dataclasses
@@ -59,10 +59,10 @@ def make_plans(base, limit_fraction: float, nranks: int, profile, base_two=None,
     limit = (int(limit_bytes) if limit_bytes is not None
              else int(base.stats.max_intermediate * isz * limit_fraction))
     prof = dataclasses.replace(profile, memory_bytes=limit, usable_memory_fraction=1.0)
-    slice_only = schedule(base, prof, nranks, "slice_only")
+    slice_only = schedule(base, prof, nranks, "slice_only", reuse=reuse)
     one = base
     base = base_two if base_two is not None else base
-    dist = schedule(base, prof, nranks, "dp")
+    dist = schedule(base, prof, nranks, "dp", reuse=reuse)
     if dist.group_size == 1:  # the model preferred slicing: take the best sharded schedule
         from qsimdist.planner.distribution import BIG_FRACTIONS, schedule_slice, sliced_plan
         from qsimdist.planner.plan import slice_target
@@ -73,7 +73,12 @@ def make_plans(base, limit_fraction: float, nranks: int, profile, base_two=None,
             sp = sliced_plan(base, target)
             for frac in BIG_FRACTIONS:
                 s = schedule_slice(sp, prof, nranks, big_bytes=frac * limit, devices=nranks)
-                if s is not None and (best is None or s.predicted.seconds < best[0].predicted.seconds):
+                if s is not None and reuse:
+                    from qsimdist.planner.distribution.reuse import with_reuse
+
+                    s = with_reuse(sp, s)
+                if s is not None and (best is None
+                                      or s.predicted.seconds < best[0].predicted.seconds):
                     best = (s, sp)
             target //= 2
         dist = best[0]
@@ -127,6 +132,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     ap.add_argument("--limit-bytes", type=int, default=None,
                     help="per-rank limit in bytes (default: --limit-fraction of the largest "
                     "intermediate); the trees' searches should use the same")
+    ap.add_argument("--reuse", action="store_true", help="both schedules keep step outputs "
+                    "across slices where memory allows (qsimdist.bench.reuse)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
@@ -142,7 +149,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     def build(profile):
         def run():
             a, b, limit, biggest = make_plans(base, args.limit_fraction, comm.size, profile,
-                                              base_two=two, limit_bytes=args.limit_bytes)
+                                              base_two=two, limit_bytes=args.limit_bytes,
+                                              reuse=args.reuse)
             info.update(limit=limit, biggest=biggest)
             return {"slice_only": a.to_dict(), "distributed": b.to_dict()}
         return run
@@ -168,7 +176,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     e2 = med["slice_only"] / med["distributed"]
     limit, biggest = info["limit"], info["biggest"]
     out = {
-        "ranks": comm.size, "limit_bytes": limit,
+        "ranks": comm.size, "limit_bytes": limit, "reuse": args.reuse,
+        "kept_outputs": {"slice_only": len(so.kept), "distributed": len(di.kept)},
         "trees": {"slice_only": args.tree_one, "distributed": args.tree_two},
         "largest_intermediate_bytes": biggest,
         "wall_s": time.perf_counter() - t0, "rel_diff_between_results": err,
