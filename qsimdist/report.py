@@ -47,6 +47,10 @@ def format_report(report: dict) -> str:
             f"{format_bytes(s['peak_bytes_per_device']):>12}{s['n_redistributions']:>7}"
             f"{s['tflops_per_device']:>13.3g}"
         )
+    if report.get("reuse"):
+        kept = ", ".join(f"{name} {s.get('kept_outputs', 0)}"
+                         for name, s in pred["strategies"].items())
+        lines.append(f"reuse across slices: step outputs kept per group: {kept}")
     lines.append(f"({PREDICTED_NOTE})")
     return "\n".join(lines)
 

@@ -170,6 +170,9 @@ def test_cli_plan_reuse(capsys, tmp_path):
     out = json.loads(capsys.readouterr().out)
     assert code in (0, None) and out["reuse"] is True
     assert "kept_outputs" in out["predicted"]["strategies"]["dp"]
+    assert main(["plan", src, "--profile", "local-cpu", "--devices", "2", "--reuse"]) in (0, None)
+    assert "reuse across slices: step outputs kept per group: slice_only" in \
+        capsys.readouterr().out
     assert main(["plan", src, "--reuse"]) == 2
     assert "--reuse need --profile" in capsys.readouterr().err
 
