@@ -23,11 +23,13 @@ class Carry:
 
     @classmethod
     def of(cls, plan) -> Carry | None:
-        """The plan's carry, or ``None`` when its schedule keeps nothing."""
+        """The plan's carry (its schedule's kept outputs, or the local plan's), or ``None``
+        when it keeps nothing."""
         sched = getattr(plan, "schedule", None)
-        if sched is None or not getattr(sched, "kept", ()) or not plan.steps:
+        kept = sched.kept if sched is not None else getattr(plan, "kept", ())
+        if not kept or not plan.steps:
             return None
-        return cls(plan, sched.kept)
+        return cls(plan, kept)
 
     def prefix(self, node: int, s: int) -> int:
         return s // self.stride[self.depth[node]]

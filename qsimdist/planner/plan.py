@@ -72,6 +72,9 @@ class Plan:
     meta: dict = field(default_factory=dict)
     #: a distributed schedule (qsimdist.planner.distribution.Schedule) or None
     schedule: object | None = None
+    #: step outputs (SSA node ids) the local executor keeps from one slice to the next
+    #: (qsimdist.planner.distribution.reuse.with_local_reuse); their bytes are in the peak
+    kept: tuple[int, ...] = ()
     #: free buffers the local executor keeps between runs of this plan, by array
     #: module and dtype (never saved, compared or shown; see executors.local.execute)
     workspace: dict = field(default_factory=dict, repr=False, compare=False)
@@ -143,6 +146,7 @@ class Plan:
             f"peak memory {format_bytes(s.peak_bytes)}, transposed {format_bytes(s.transposed_bytes)} "
             f"({s.steps_without_transpose}/{s.n_steps} steps without), expanded "
             f"{format_bytes(s.expanded_bytes)}"
+            + (f", {len(self.kept)} step outputs kept across slices" if self.kept else "")
         )
 
     # ------------------------------------------------------------------ io
@@ -165,6 +169,8 @@ class Plan:
             "stats": self.stats.to_dict(),
             "meta": self.meta,
         }
+        if self.kept:
+            d["kept"] = list(self.kept)
         if self.schedule is not None:
             d["distribution"] = self.schedule.to_dict()
         if include_arrays and net.arrays is not None:
@@ -317,6 +323,17 @@ def _plan_from_dict(d: object, source: str) -> Plan:
     for k, (s, st) in enumerate(zip(stored, plan.steps)):
         if not isinstance(s, dict) or list(s.get("out_modes", [])) != list(st.out_modes):
             raise PlanFormatError(f"{source}: steps[{k}].out_modes does not match the path")
+    kept = d.get("kept") or []
+    if kept:
+        from .distribution.reuse import check_kept, local_kept_bytes
+
+        if not isinstance(kept, list) or not all(isinstance(k, int) for k in kept):
+            raise PlanFormatError(f"{source}: field 'kept' must be a list of step outputs")
+        why = check_kept(plan, kept)
+        if why is not None:
+            raise PlanFormatError(f"{source}: field 'kept': {why}")
+        plan.kept = tuple(kept)
+        plan.stats.peak_bytes += local_kept_bytes(plan, plan.kept)
     if version >= 3 and d.get("distribution") is not None:
         # lazy: the distribution package imports this module
         from .distribution import Schedule, replay
@@ -446,4 +463,8 @@ def fit_to_memory(net: Network, ssa_path, memory_limit: int | None, dtype: str, 
         if plan.stats.peak_bytes <= memory_limit or target <= out_elems:
             break
         target = max(out_elems, target // 2)
+    if plan.stats.peak_bytes <= memory_limit:
+        from .distribution.reuse import with_local_reuse
+
+        plan = with_local_reuse(plan, memory_limit, costs)
     return plan

@@ -300,3 +300,49 @@ def with_reuse(plan: Plan, sched: Schedule) -> Schedule:
         sched.predicted, peak_bytes_per_device=sched.predicted.peak_bytes_per_device
         + kept_bytes(plan, out), **{k: v for k, v in totals.items() if k != "rounds"})
     return dataclasses.replace(out, predicted=pred)
+
+
+#: a step's fixed cost in the local executor, in FLOPs: about 25 us a step at 10 GFLOP/s
+#: (the n30 amplitude's small steps on this project's 2-core machine, BENCHMARKS.md 34)
+LOCAL_STEP_FLOPS = 2.5e5
+#: a local plan keeps outputs only for a predicted saving of at least this share
+LOCAL_MIN_SAVING = 0.1
+
+
+def local_kept_bytes(plan: Plan, kept: Sequence[int]) -> int:
+    """Bytes the local executor holds for ``kept`` step outputs (one slice's extents)."""
+    import numpy as np
+
+    isz = np.dtype(plan.dtype).itemsize
+    want = set(kept)
+    return sum(math.prod(s.out_view) * isz for s in plan.steps if s.out in want)
+
+
+def with_local_reuse(plan: Plan, memory_limit: int, costs=None) -> Plan:
+    """A sliced local plan that keeps step outputs across slices in the memory it leaves free.
+
+    Steps are weighed by their FLOPs plus :data:`LOCAL_STEP_FLOPS`; the plan
+    comes back unchanged unless keeping saves at least :data:`LOCAL_MIN_SAVING`
+    of that weight. The kept outputs' bytes go into ``stats.peak_bytes``.
+    """
+    from ..plan import build_plan
+
+    if (plan.schedule is not None or plan.kept or plan.stats.n_slices < 2
+            or len(plan.steps) < 2):
+        return plan
+    free = int(memory_limit) - plan.stats.peak_bytes
+    if free <= 0:
+        return plan
+    weights = [s.flops + LOCAL_STEP_FLOPS for s in plan.steps]
+    order = slice_order(plan, 1, weights)
+    node_bytes = {s.out: local_kept_bytes(plan, (s.out,)) for s in plan.steps}
+    kept = choose_kept(plan, order, 1, weights, node_bytes, free)
+    model = _Model(plan, 1, weights)
+    if not kept or model.cost(order, kept) > (1 - LOCAL_MIN_SAVING) * model.cost(
+            plan.sliced, frozenset()):
+        return plan
+    out = build_plan(plan.network, plan.path, order, plan.dtype, meta=plan.meta, costs=costs)
+    out.stats.path_from_cache = plan.stats.path_from_cache
+    out.kept = tuple(sorted(kept))
+    out.stats.peak_bytes += local_kept_bytes(out, out.kept)
+    return out
