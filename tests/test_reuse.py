@@ -190,3 +190,55 @@ def test_trace_rows_time_each_run_of_a_step(base_plan):
     old = dict(st, step_runs=[])  # stats written before step_runs: per slice, as before
     rows = trace_rows(sp, [old])
     assert rows[0]["measured_s"] == pytest.approx(0.5 * runs[0] / sched.n_slices)
+
+
+@pytest.fixture(scope="module")
+def local_plan():
+    from qiskit.circuit.random import random_circuit
+
+    import qsimdist
+
+    qc = random_circuit(18, 12, max_operands=2, seed=5)
+    kw = dict(bitstrings="0" * 18, max_repeats=4, simplify_sequence="R")
+    probe = qsimdist.plan(qc, memory_limit="none", **kw)
+    limit = probe.stats.peak_bytes // 8
+    return qsimdist.plan(qc, memory_limit=limit, **kw), limit
+
+
+def test_local_plan_keeps_outputs_within_its_limit(local_plan):
+    from qsimdist.planner.distribution.reuse import local_kept_bytes
+    from qsimdist.planner.plan import build_plan
+
+    plan, limit = local_plan
+    assert plan.stats.n_slices >= 2 and plan.kept
+    assert plan.stats.peak_bytes <= limit
+    plain = build_plan(plan.network, plan.path, plan.sliced, plan.dtype)
+    assert plan.stats.peak_bytes == plain.stats.peak_bytes + local_kept_bytes(plan, plan.kept)
+    ref = plain.execute()
+    assert np.allclose(plan.execute(), ref, rtol=1e-5, atol=1e-7 * np.abs(ref).max())
+    assert "step outputs kept across slices" in plan.summary()
+
+
+def test_local_kept_round_trip_and_tampering(local_plan, tmp_path):
+    import json
+
+    plan, _ = local_plan
+    back = Plan.load(plan.save(tmp_path / "p.json"))
+    assert back.kept == plan.kept and back.stats.peak_bytes == plan.stats.peak_bytes
+    d = json.loads((tmp_path / "p.json").read_text())
+    for bad, words in (([plan.steps[-1].out], "kept node"), ([0], "kept node 0"),
+                       (["x"], "list of step outputs")):
+        d["kept"] = bad
+        with pytest.raises(PlanFormatError, match=words):
+            Plan.from_dict(d, "p.json")
+
+
+def test_local_reuse_needs_free_memory_and_a_saving(local_plan):
+    from qsimdist.planner.plan import with_local_reuse
+    from qsimdist.planner.plan import build_plan
+
+    plan, _ = local_plan
+    plain = build_plan(plan.network, plan.path, plan.sliced, plan.dtype)
+    assert with_local_reuse(plain, plain.stats.peak_bytes) is plain  # no free byte
+    one = build_plan(plan.network, plan.path, [], plan.dtype)
+    assert with_local_reuse(one, 10 * one.stats.peak_bytes) is one  # one slice

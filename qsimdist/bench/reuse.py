@@ -13,6 +13,13 @@ alternating, after one warm-up round. Reported: the medians, the measured
 speed-up of reuse next to the predicted one, the steps each rank ran (and
 the planner's count), the results' agreement and the measured peaks next to
 the predicted ones. Works with ``-n 1`` too (one rank, the mpi executor).
+
+    python -m qsimdist.bench.reuse --local [--limit-bytes 2097152] [--repeats 5]
+
+measures the local executor instead, in one process: the plan
+``qsimdist.plan(..., memory_limit=L)`` makes (which keeps outputs across
+slices where that saves 10 % or more) against the same path and slicing
+with nothing kept, alternating.
 """
 
 from __future__ import annotations
@@ -43,8 +50,45 @@ def make(data: Path, tree: str | None, limit: int, nranks: int) -> dict:
             "reuse": scheduled_plan(base, kept).to_dict()}
 
 
+def local_main(args) -> dict:
+    """The local executor: the plan with kept outputs against the same plan without."""
+    import qsimdist
+    from qsimdist.planner.distribution.reuse import local_kept_bytes
+    from qsimdist.planner.plan import build_plan
+
+    circuit = Path(args.data) / "circuits" / "circuit_n30_m14_s0_e0_pEFGH.qsim"
+    t0 = time.perf_counter()
+    kept = qsimdist.plan(str(circuit), bitstrings="0" * 30, order="natural",
+                         memory_limit=args.limit_bytes, max_repeats=64)
+    plain = build_plan(kept.network, kept.path, kept.sliced, kept.dtype)
+    plans = {"plain": plain, "reuse": kept}
+    times = {k: [] for k in plans}
+    results = {}
+    for _ in range(args.repeats + 1):
+        for k, p in plans.items():
+            t = time.perf_counter()
+            results[k] = p.execute()
+            times[k].append(time.perf_counter() - t)
+    med = {k: statistics.median(v[1:]) for k, v in times.items()}
+    err = float(np.abs(results["plain"] - results["reuse"]).max()
+                / max(np.abs(results["plain"]).max(), 1e-30))
+    out = {"executor": "local", "limit_bytes": args.limit_bytes, "n_slices": kept.stats.n_slices,
+           "kept_outputs": len(kept.kept), "kept_bytes": local_kept_bytes(kept, kept.kept),
+           "peak_bytes": {"plain": plain.stats.peak_bytes, "reuse": kept.stats.peak_bytes},
+           "measured_seconds": med, "all_seconds": times,
+           "measured_speedup": med["plain"] / med["reuse"], "rel_diff_between_results": err,
+           "wall_s": time.perf_counter() - t0}
+    print(f"n30, local executor, {args.limit_bytes / 2**20:.2f} MiB: {kept.stats.n_slices} "
+          f"slices, {len(kept.kept)} outputs kept ({out['kept_bytes'] / 2**20:.2f} MiB); "
+          f"results agree to {err:.1e}")
+    print(f"  plain {med['plain']:.4f} s, reuse {med['reuse']:.4f} s: measured speed-up "
+          f"{out['measured_speedup']:.2f}x")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict | None:
-    from mpi4py import MPI
 
     from qsimdist.planner.distribution.reuse import step_counts
 
@@ -56,8 +100,13 @@ def main(argv: list[str] | None = None) -> dict | None:
     ap.add_argument("--limit-bytes", type=positive_int, default=1258291)
     ap.add_argument("--tree", default=None)
     ap.add_argument("--repeats", type=positive_int, default=5)
+    ap.add_argument("--local", action="store_true", help="the local executor, no MPI")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    if args.local:
+        return local_main(args)
+    from mpi4py import MPI
+
     comm = MPI.COMM_WORLD
     t0 = time.perf_counter()
     plans = broadcast_plans(comm, lambda: make(Path(args.data), args.tree, args.limit_bytes,

@@ -59,3 +59,13 @@ class Carry:
 
     def values(self):
         return [v for _, v in self.store.values()]
+
+
+def slice_assignment(plan, s: int) -> dict[str, int]:
+    """The values of the sliced indices for slice number ``s`` (last index fastest)."""
+    values = {}
+    for i in reversed(plan.sliced):
+        n = plan.network.size_dict[i]
+        values[i] = s % n
+        s //= n
+    return values

@@ -556,8 +556,7 @@ def execute(
 
 
 def _run(plan: Plan, xp, dtype, progress, reuse_workspace: bool, gemm: str):
-    from .carry import Carry
-    from .mpi import slice_assignment
+    from .carry import Carry, slice_assignment
 
     pool = _take_workspace(plan, xp, dtype, reuse_workspace)
     out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)

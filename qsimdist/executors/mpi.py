@@ -47,7 +47,7 @@ from . import (
     kernels,
     launched_under_mpi,  # noqa: F401  (re-exported: older callers import it from here)
 )
-from .carry import Carry
+from .carry import Carry, slice_assignment
 from .local import (
     BufferPool,
     accumulate,
@@ -611,16 +611,6 @@ def _relative(box: tuple[slice, ...], origin: tuple[slice, ...]) -> tuple[slice,
         start = 0 if o.start is None else o.start
         out.append(slice(b.start - start, b.stop - start))
     return tuple(out)
-
-
-def slice_assignment(plan: Plan, s: int) -> dict[str, int]:
-    """The values of the sliced indices for slice number ``s`` (last index fastest)."""
-    values = {}
-    for i in reversed(plan.sliced):
-        n = plan.network.size_dict[i]
-        values[i] = s % n
-        s //= n
-    return values
 
 
 def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,

@@ -464,7 +464,22 @@ def fit_to_memory(net: Network, ssa_path, memory_limit: int | None, dtype: str, 
             break
         target = max(out_elems, target // 2)
     if plan.stats.peak_bytes <= memory_limit:
-        from .distribution.reuse import with_local_reuse
-
         plan = with_local_reuse(plan, memory_limit, costs)
     return plan
+
+
+def with_local_reuse(plan: Plan, memory_limit: int, costs: LocalCosts | None = None) -> Plan:
+    """``plan`` keeping step outputs across slices where that is worth it and fits
+    ``memory_limit`` (see ``distribution.reuse.local_choice``); else ``plan`` itself.
+    The kept outputs' bytes go into ``stats.peak_bytes``."""
+    from .distribution.reuse import local_choice, local_kept_bytes
+
+    choice = local_choice(plan, memory_limit)
+    if choice is None:
+        return plan
+    order, kept = choice
+    out = build_plan(plan.network, plan.path, order, plan.dtype, meta=plan.meta, costs=costs)
+    out.stats.path_from_cache = plan.stats.path_from_cache
+    out.kept = tuple(sorted(kept))
+    out.stats.peak_bytes += local_kept_bytes(out, out.kept)
+    return out

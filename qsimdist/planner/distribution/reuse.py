@@ -318,21 +318,20 @@ def local_kept_bytes(plan: Plan, kept: Sequence[int]) -> int:
     return sum(math.prod(s.out_view) * isz for s in plan.steps if s.out in want)
 
 
-def with_local_reuse(plan: Plan, memory_limit: int, costs=None) -> Plan:
-    """A sliced local plan that keeps step outputs across slices in the memory it leaves free.
+def local_choice(plan: Plan, memory_limit: int) -> tuple[list[str], frozenset[int]] | None:
+    """(slice order, kept step outputs) for a sliced local plan, or ``None`` when not worth it.
 
-    Steps are weighed by their FLOPs plus :data:`LOCAL_STEP_FLOPS`; the plan
-    comes back unchanged unless keeping saves at least :data:`LOCAL_MIN_SAVING`
-    of that weight. The kept outputs' bytes go into ``stats.peak_bytes``.
+    Steps are weighed by their FLOPs plus :data:`LOCAL_STEP_FLOPS`; outputs are
+    kept in the memory the plan leaves free under ``memory_limit``, and only
+    when that saves at least :data:`LOCAL_MIN_SAVING` of the weight
+    (``planner.plan.fit_to_memory`` rebuilds the plan in that order).
     """
-    from ..plan import build_plan
-
     if (plan.schedule is not None or plan.kept or plan.stats.n_slices < 2
             or len(plan.steps) < 2):
-        return plan
+        return None
     free = int(memory_limit) - plan.stats.peak_bytes
     if free <= 0:
-        return plan
+        return None
     weights = [s.flops + LOCAL_STEP_FLOPS for s in plan.steps]
     order = slice_order(plan, 1, weights)
     node_bytes = {s.out: local_kept_bytes(plan, (s.out,)) for s in plan.steps}
@@ -340,9 +339,5 @@ def with_local_reuse(plan: Plan, memory_limit: int, costs=None) -> Plan:
     model = _Model(plan, 1, weights)
     if not kept or model.cost(order, kept) > (1 - LOCAL_MIN_SAVING) * model.cost(
             plan.sliced, frozenset()):
-        return plan
-    out = build_plan(plan.network, plan.path, order, plan.dtype, meta=plan.meta, costs=costs)
-    out.stats.path_from_cache = plan.stats.path_from_cache
-    out.kept = tuple(sorted(kept))
-    out.stats.peak_bytes += local_kept_bytes(out, out.kept)
-    return out
+        return None
+    return order, kept
