@@ -234,8 +234,7 @@ def test_local_kept_round_trip_and_tampering(local_plan, tmp_path):
 
 
 def test_local_reuse_needs_free_memory_and_a_saving(local_plan):
-    from qsimdist.planner.plan import with_local_reuse
-    from qsimdist.planner.plan import build_plan
+    from qsimdist.planner.plan import build_plan, with_local_reuse
 
     plan, _ = local_plan
     plain = build_plan(plan.network, plan.path, plan.sliced, plan.dtype)
