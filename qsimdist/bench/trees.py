@@ -1,7 +1,7 @@
 """Searched trees beside the paper: R_P and E_P against a competitive one-device baseline.
 
     python -m qsimdist.bench.trees [--data ../shared/data] [--only n60m24 ...]
-        [--search 45m --targets dgx-h100:8 dgx-h100:1] [--json OUT]
+        [--search 45m --targets dgx-h100:8 dgx-h100:1] [--reuse] [--json OUT]
 
 For each workload (n60m24, n53m20 and the three lattice networks of
 :mod:`qsimdist.bench.lattice`) and target (dgx-h100 at P = 8, h100-ib at
@@ -25,8 +25,11 @@ dgx-h100 at P = 8 (P = 1024 is too slow to score to search on), and the row
 says so; a workload without searched trees uses its saved plan for both sides,
 and the row says "not searched". ``--search BUDGET`` runs the missing
 searches of ``--targets`` first (each starts from the saved plan's tree, so
-the P-device search and the baseline start from the same place). **Every
-number is a cost-model prediction** except the budgets.
+the P-device search and the baseline start from the same place).
+``--reuse`` scores both sides with each group keeping step outputs across
+slices (:mod:`qsimdist.planner.distribution.reuse`), on the trees searched
+that way (``..._reuse.json``) where they exist. **Every number is a
+cost-model prediction** except the budgets.
 """
 
 from __future__ import annotations
@@ -76,8 +79,9 @@ def network_and_start(name: str, data: Path):
     return net, load_tree(saved, net), saved
 
 
-def tree_file(name: str, profile: str, devices: int) -> Path:
-    return TREES / f"{name}_{profile}-{devices}.json"
+def tree_file(name: str, profile: str, devices: int, reuse: bool = False) -> Path:
+    """The shipped tree searched for a target (``_reuse``: scored with reuse across slices)."""
+    return TREES / f"{name}_{profile}-{devices}{'_reuse' if reuse else ''}.json"
 
 
 def run_search(name: str, data: Path, profile: str, devices: int, budget: float) -> None:
@@ -97,10 +101,14 @@ def run_search(name: str, data: Path, profile: str, devices: int, budget: float)
            out=tree_file(name, profile, devices), start=start, progress=say)
 
 
-def _searched(name: str, net, profile: str, devices: int):
+def _searched(name: str, net, profile: str, devices: int, reuse: bool = False):
+    """(tree, its search record) of the shipped search for the target; with ``reuse`` the
+    one searched with reuse where there is one."""
     from qsimdist.planner.trees import load_tree
 
-    path = tree_file(name, profile, devices)
+    path = tree_file(name, profile, devices, reuse)
+    if reuse and not path.exists():
+        path = tree_file(name, profile, devices)
     if not path.exists():
         return None, None
     tree = load_tree(path, net)
@@ -132,14 +140,14 @@ def row(name: str, data: Path, profile: str, devices: int, reuse: bool = False) 
 
     net, start, saved = network_and_start(name, data)
     prof = load_profile(profile)
-    tree_p, info_p = _searched(name, net, profile, devices)
+    tree_p, info_p = _searched(name, net, profile, devices, reuse)
     label = "searched"
     if tree_p is None and (profile, devices) != SEARCHED_FOR_LARGE_P:
         # scoring one tree at P = 1024 takes tens of seconds, too slow to search on:
         # the tree searched for one DGX node stands in, and the row says so
-        tree_p, info_p = _searched(name, net, *SEARCHED_FOR_LARGE_P)
+        tree_p, info_p = _searched(name, net, *SEARCHED_FOR_LARGE_P, reuse)
         label = "searched for {} x {}".format(*SEARCHED_FOR_LARGE_P)
-    tree_1, info_1 = _searched(name, net, *BASELINE)
+    tree_1, info_1 = _searched(name, net, *BASELINE, reuse)
     searched = tree_p is not None and tree_1 is not None
     if not searched:
         tree_p = tree_1 = start
@@ -148,6 +156,18 @@ def row(name: str, data: Path, profile: str, devices: int, reuse: bool = False) 
     # search budget on both sides (a short search for P devices can land on a tree worse
     # than the one found for one device, and the other way round)
     candidates = [tree_p] if tree_1 is tree_p else [tree_p, tree_1]
+    names = ["P", "P=1"]
+    if reuse and searched:
+        # the trees searched without reuse are candidates too, for both sides alike
+        own = (profile, devices) if tree_file(name, profile, devices).exists() \
+            else SEARCHED_FOR_LARGE_P
+        for key, spec in (("P without reuse", own), ("P=1 without reuse", BASELINE)):
+            path = tree_file(name, *spec)
+            if path.exists() and path != tree_file(name, *spec, True):
+                plain, _ = _searched(name, net, *spec)
+                if plain is not None:
+                    candidates.append(plain)
+                    names.append(key)
     # with ``reuse`` both sides keep outputs across slices (the baseline as much as the dp)
     dp, plan_p, which_p = _best(net, candidates, Target(prof, devices, reuse=reuse))
     base, _, which_1 = _best(net, candidates, Target(load_profile(BASELINE[0]), 1, reuse=reuse))
@@ -157,7 +177,7 @@ def row(name: str, data: Path, profile: str, devices: int, reuse: bool = False) 
     out = {
         "workload": name, "profile": profile, "devices": devices, "reuse": reuse,
         "trees": label if searched else f"not searched (the saved plan {saved.name})",
-        "tree_used": {"P": ("P", "P=1")[which_p], "P=1": ("P", "P=1")[which_1]},
+        "tree_used": {"P": names[which_p], "P=1": names[which_1]},
         "search_budget_seconds": {
             "P": info_p.get("spent_seconds") if searched else 0,
             "P=1": info_1.get("spent_seconds") if searched else 0},
