@@ -24,6 +24,12 @@ is the number of distinct prefixes it sees, ``ceil(N / stride(m))`` when
 ``stride(m) >= G`` (each prefix block of the slice numbers holds one of the
 group's slices) and the group's slice count otherwise. A step that is not
 kept runs as often as its consumer. All of it is a cost-model prediction.
+
+Distributed schedules keep outputs when planned with ``reuse=True``
+(:func:`with_reuse`; ``Schedule.kept``). A local plan sliced to fit a memory
+limit keeps them by default where that saves at least
+:data:`LOCAL_MIN_SAVING` (:func:`local_choice`; ``Plan.kept``). The executors
+read both through :class:`qsimdist.executors.carry.Carry`.
 """
 
 from __future__ import annotations
@@ -108,11 +114,6 @@ class _Model:
 
     def cost(self, order: Sequence[str], kept) -> float:
         return sum(w * c for w, c in zip(self.weights, self.runs(order, kept)))
-
-
-def _weighted(plan: Plan, order: Sequence[str], groups: int, weights: Sequence[float],
-              kept) -> float:
-    return _Model(plan, groups, weights).cost(order, kept)
 
 
 #: the tries an order gets after its first guess: random swaps of two positions, kept
