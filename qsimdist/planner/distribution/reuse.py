@@ -119,6 +119,8 @@ class _Model:
 #: the tries an order gets after its first guess: random swaps of two positions, kept
 #: while they lower the cost with every output kept (seeded: a plan's order is repeatable)
 ORDER_TRIES = 1500
+#: ... stopping early after this many tries per sliced index without a better order
+ORDER_PATIENCE = 20
 
 
 def slice_order(plan: Plan, groups: int, weights: Sequence[float],
@@ -127,8 +129,9 @@ def slice_order(plan: Plan, groups: int, weights: Sequence[float],
 
     Every step output kept (no memory limit), the total of ``weights`` (per
     step and slice) times the runs is what is minimised: indices first by
-    the fewest sliced indices of a node they appear on, then ``tries``
-    random swaps of two positions, each kept if it lowers the total.
+    the fewest sliced indices of a node they appear on, then up to ``tries``
+    random swaps of two positions, each kept if it lowers the total (ending
+    after :data:`ORDER_PATIENCE` tries per index in a row that do not).
     """
     import random
 
@@ -146,15 +149,19 @@ def slice_order(plan: Plan, groups: int, weights: Sequence[float],
     every = frozenset(range(model.n, model.n + len(plan.steps)))
     best = model.cost(order, every)
     rng = random.Random(seed)
+    idle, patience = 0, ORDER_PATIENCE * len(order)
     for _ in range(tries):
+        if idle >= patience:
+            break
         i, k = rng.randrange(len(order)), rng.randrange(len(order))
         if i == k:
             continue
         cand = list(order)
         cand[i], cand[k] = cand[k], cand[i]
         cost = model.cost(cand, every)
+        idle += 1
         if cost < best * (1 - 1e-12):
-            order, best = cand, cost
+            order, best, idle = cand, cost, 0
     return order
 
 
