@@ -83,8 +83,13 @@ def local_main(args) -> dict:
           f"results agree to {err:.1e}")
     print(f"  plain {med['plain']:.4f} s, reuse {med['reuse']:.4f} s: measured speed-up "
           f"{out['measured_speedup']:.2f}x")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1))
+    return _written(out, args.json)
+
+
+def _written(out: dict, path: str | None) -> dict:
+    """``out``, also written as JSON to ``path`` when one is given."""
+    if path:
+        Path(path).write_text(json.dumps(out, indent=1))
     return out
 
 
@@ -144,9 +149,7 @@ def main(argv: list[str] | None = None) -> dict | None:
               f"{out['predicted_peak_bytes'][k] / 2**20:.2f} MiB")
     print(f"  reuse speed-up: measured {out['measured_speedup']:.2f}x, predicted "
           f"{out['predicted_speedup']:.2f}x")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1))
-    return out
+    return _written(out, args.json)
 
 
 if __name__ == "__main__":
