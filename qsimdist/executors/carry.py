@@ -16,10 +16,11 @@ class Carry:
 
     def __init__(self, plan, kept) -> None:
         self.kept = frozenset(kept)
-        self.n = plan.network.num_tensors
         self.depth = depths(plan, plan.sliced)
         self.stride = strides(plan, plan.sliced)
         self.store: dict[int, tuple[int, object]] = {}  # node -> (prefix, value)
+        self.nbytes = 0  # of the values held, as their ``put`` gave them
+        self._sizes: dict[int, int] = {}
 
     @classmethod
     def of(cls, plan) -> Carry | None:
@@ -51,10 +52,13 @@ class Carry:
     def get(self, node: int):
         return self.store[node][1]
 
-    def put(self, node: int, s: int, value):
-        """Keep ``value`` for ``node`` from slice ``s``; returns the value it replaces."""
+    def put(self, node: int, s: int, value, nbytes: int = 0):
+        """Keep ``value`` (of ``nbytes``) for ``node`` from slice ``s``; returns the value
+        it replaces."""
         old = self.store.get(node)
         self.store[node] = (self.prefix(node, s), value)
+        self.nbytes += nbytes - self._sizes.get(node, 0)
+        self._sizes[node] = nbytes
         return None if old is None else old[1]
 
     def values(self):

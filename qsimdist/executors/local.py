@@ -342,7 +342,7 @@ def contract_slice(plan: Plan, assignment: dict[str, int], xp, pool: BufferPool,
         if step.rhs not in kept:
             pool.put(b)
         if step.out in kept:
-            old = carry.put(step.out, s, out)
+            old = carry.put(step.out, s, out, out.nbytes)
             if old is not None:
                 pool.put(old)
         nodes[step.out] = out

@@ -511,9 +511,8 @@ class _GroupRunner:
             held_bytes -= sum(a.nbytes for side, (a, _) in ops.items() if node[side] not in kept)
             consumed = sum(leaves.pop(id(a)).nbytes for a, _ in ops.values() if id(a) in leaves)
             # kept outputs resident beside this step (its own operands count below)
-            resident = 0 if carry is None else sum(
-                a.nbytes for n_, (a, _) in ((n_, carry.get(n_)) for n_ in carry.store)
-                if n_ not in (s.lhs, s.rhs))
+            resident = 0 if carry is None else carry.nbytes - sum(
+                a.nbytes for side, (a, _) in ops.items() if node[side] in carry.store)
             others = held_bytes + resident
             # bytes this step holds: the operands as stored, collective buffers, local copies
             step_bytes = sum(a.nbytes for a, _ in ops.values())
@@ -563,7 +562,7 @@ class _GroupRunner:
                                               measured + self.pool.held)
             held[s.out] = (out, tuple(rec.out_bits))
             if s.out in kept:  # held for its consumer now, and kept for later slices
-                old = carry.put(s.out, slice_no, (out, tuple(rec.out_bits)))
+                old = carry.put(s.out, slice_no, (out, tuple(rec.out_bits)), out.nbytes)
                 if old is not None:
                     self.pool.put(old[0])
             if scaled:

@@ -73,7 +73,7 @@ class Plan:
     #: a distributed schedule (qsimdist.planner.distribution.Schedule) or None
     schedule: object | None = None
     #: step outputs (SSA node ids) the local executor keeps from one slice to the next
-    #: (qsimdist.planner.distribution.reuse.with_local_reuse); their bytes are in the peak
+    #: (qsimdist.planner.plan.with_local_reuse); their bytes are in the peak
     kept: tuple[int, ...] = ()
     #: free buffers the local executor keeps between runs of this plan, by array
     #: module and dtype (never saved, compared or shown; see executors.local.execute)
@@ -464,22 +464,24 @@ def fit_to_memory(net: Network, ssa_path, memory_limit: int | None, dtype: str, 
             break
         target = max(out_elems, target // 2)
     if plan.stats.peak_bytes <= memory_limit:
-        plan = with_local_reuse(plan, memory_limit, costs)
+        plan = with_local_reuse(plan, memory_limit)
     return plan
 
 
-def with_local_reuse(plan: Plan, memory_limit: int, costs: LocalCosts | None = None) -> Plan:
+def with_local_reuse(plan: Plan, memory_limit: int) -> Plan:
     """``plan`` keeping step outputs across slices where that is worth it and fits
     ``memory_limit`` (see ``distribution.reuse.local_choice``); else ``plan`` itself.
-    The kept outputs' bytes go into ``stats.peak_bytes``."""
+    The kept outputs' bytes go into ``stats.peak_bytes``. The slicing's order is the
+    only other change (layouts depend on which indices are sliced, not their order)."""
+    import dataclasses
+
     from .distribution.reuse import local_choice, local_kept_bytes
 
     choice = local_choice(plan, memory_limit)
     if choice is None:
         return plan
     order, kept = choice
-    out = build_plan(plan.network, plan.path, order, plan.dtype, meta=plan.meta, costs=costs)
-    out.stats.path_from_cache = plan.stats.path_from_cache
-    out.kept = tuple(sorted(kept))
-    out.stats.peak_bytes += local_kept_bytes(out, out.kept)
-    return out
+    kept = tuple(sorted(kept))
+    stats = dataclasses.replace(plan.stats,
+                                peak_bytes=plan.stats.peak_bytes + local_kept_bytes(plan, kept))
+    return dataclasses.replace(plan, sliced=list(order), kept=kept, stats=stats, workspace={})

@@ -91,6 +91,10 @@ class _Model:
         self.size = plan.network.size_dict
         self.n_slices = math.prod(self.size[ix] for ix in plan.sliced)
 
+    def depth(self, pos: dict[str, int], node: int) -> int:
+        """The node's depth for the positions ``pos`` of the sliced indices."""
+        return max((pos[ix] for ix in self.sets[node]), default=0)
+
     def runs(self, order: Sequence[str], kept) -> list[int]:
         pos = {ix: k + 1 for k, ix in enumerate(order)}
         stride = strides(self.plan, order)
@@ -106,8 +110,7 @@ class _Model:
             for child in (s.lhs, s.rhs):
                 if child >= self.n:
                     if child in kept:
-                        m = max((pos[ix] for ix in self.sets[child]), default=0)
-                        runs[child] = min(c, own[m])
+                        runs[child] = min(c, own[self.depth(pos, child)])
                     else:
                         runs[child] = c
         return out
@@ -189,8 +192,7 @@ def choose_kept(plan: Plan, order: Sequence[str], groups: int, weights: Sequence
         for child in (s.lhs, s.rhs):
             if child < n:
                 continue
-            m = max((pos[ix] for ix in model.sets[child]), default=0)
-            saved = base[j] - own[m]
+            saved = base[j] - own[model.depth(pos, child)]
             nbytes = node_bytes.get(child, 0)
             if saved > 0 and 0 < nbytes <= free_bytes:
                 heapq.heappush(heap, (-below[child] * saved / nbytes, child, nbytes))
@@ -332,7 +334,7 @@ def local_choice(plan: Plan, memory_limit: int) -> tuple[list[str], frozenset[in
     Steps are weighed by their FLOPs plus :data:`LOCAL_STEP_FLOPS`; outputs are
     kept in the memory the plan leaves free under ``memory_limit``, and only
     when that saves at least :data:`LOCAL_MIN_SAVING` of the weight
-    (``planner.plan.fit_to_memory`` rebuilds the plan in that order).
+    (``planner.plan.with_local_reuse`` applies it).
     """
     if (plan.schedule is not None or plan.kept or plan.stats.n_slices < 2
             or len(plan.steps) < 2):
