@@ -170,3 +170,24 @@ def coerce_options(cls, options, what: str):
     raise InvalidInputError(
         f"{what} options must be a {cls.__name__} or a dict, got {type(options).__name__}"
     )
+
+
+#: values of ``$QSIMDIST_REUSE``
+REUSE_VALUES = {"on": True, "1": True, "yes": True, "true": True,
+                "off": False, "0": False, "no": False, "false": False}
+
+
+def reuse_enabled() -> bool:
+    """Whether sliced plans keep step outputs across slices (``$QSIMDIST_REUSE``, default on).
+
+    Local plans sliced to a memory limit and the schedules ``mpiexec`` runs plan
+    without kept outputs when it is ``off`` (``0``, ``no``, ``false``): every step
+    then runs once per slice, as before reuse existed.
+    """
+    import os
+
+    value = os.environ.get("QSIMDIST_REUSE", "on").strip().lower() or "on"
+    if value not in REUSE_VALUES:
+        raise InvalidInputError(f"QSIMDIST_REUSE is {shorten(value)}; valid: on, off "
+                                "(or 1/0, yes/no, true/false)")
+    return REUSE_VALUES[value]

@@ -184,6 +184,39 @@ def test_cli_amplitude_under_mpiexec_equals_single_process():
     assert all(r["measured_peak_bytes"] <= 48 * 1024 for r in ranks)
 
 
+@pytest.mark.parametrize("reuse", ["on", "off"])
+def test_cli_amplitude_under_mpiexec_reuses_across_slices(reuse):
+    """``mpiexec qsimdist amplitude`` plans a sliced schedule whose groups keep step outputs
+    (``$QSIMDIST_REUSE``, default on): fewer step runs than slices x steps, the same
+    amplitude; ``off`` runs every step once per slice."""
+    args = ["amplitude", "circuits/rqc_4x5_m12.qsim", "01" * 10, "--json"]
+    one, _ = qsimdist_cli(0, *args, "--memory-limit", "none")
+    two, _ = qsimdist_cli(2, *args, "--memory-limit", "2MB", env={"QSIMDIST_REUSE": reuse})
+    assert one.returncode == 0 and two.returncode == 0, two.stderr
+    a, b = amplitudes_of(one.stdout), amplitudes_of(two.stdout)
+    assert abs(a["01" * 10] - b["01" * 10]) <= 1e-5 * abs(a["01" * 10])
+    stats = json.loads(two.stdout)["stats"]
+    assert stats["n_slices"] >= 8
+    for r in stats["ranks"]:
+        assert r["slices"] in (stats["n_slices"], stats["n_slices"] // 2)  # groups of 2 or 1
+        assert r["measured_peak_bytes"] <= r["predicted_peak_bytes"] <= 2_000_000
+        if reuse == "on":
+            assert r["kept_outputs"] > 0
+            assert r["step_runs"] < 0.8 * r["step_runs_without_reuse"]
+        else:
+            assert r["kept_outputs"] == 0
+            assert r["step_runs"] == r["step_runs_without_reuse"]
+
+
+def test_cli_bad_reuse_setting_is_one_line():
+    proc, _ = qsimdist_cli(2, "amplitude", "circuits/rqc_4x5_m12.qsim", "0" * 20,
+                           "--memory-limit", "2MB", env={"QSIMDIST_REUSE": "maybe"})
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines and all(ln.startswith("qsimdist: error: QSIMDIST_REUSE is 'maybe'")
+                         for ln in lines)
+
+
 def test_cli_run_under_mpiexec_equals_single_process(distributed_plan):
     one, _ = qsimdist_cli(0, "run", str(distributed_plan), "--json")
     two, _ = qsimdist_cli(2, "run", str(distributed_plan), "--json")

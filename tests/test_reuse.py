@@ -241,3 +241,30 @@ def test_local_reuse_needs_free_memory_and_a_saving(local_plan):
     assert with_local_reuse(plain, plain.stats.peak_bytes) is plain  # no free byte
     one = build_plan(plan.network, plan.path, [], plan.dtype)
     assert with_local_reuse(one, 10 * one.stats.peak_bytes) is one  # one slice
+
+
+@pytest.mark.parametrize("value,on", [("on", True), ("1", True), (" TRUE ", True), ("", True),
+                                      ("off", False), ("0", False), ("No", False)])
+def test_reuse_setting_values(monkeypatch, value, on):
+    from qsimdist.config import reuse_enabled
+
+    monkeypatch.setenv("QSIMDIST_REUSE", value)
+    assert reuse_enabled() is on
+
+
+def test_reuse_setting_off_plans_without_kept_outputs(monkeypatch, local_plan):
+    from qiskit.circuit.random import random_circuit
+
+    import qsimdist
+    from qsimdist.errors import InvalidInputError
+
+    plan, limit = local_plan
+    qc = random_circuit(18, 12, max_operands=2, seed=5)
+    kw = dict(bitstrings="0" * 18, max_repeats=4, simplify_sequence="R", memory_limit=limit)
+    monkeypatch.setenv("QSIMDIST_REUSE", "off")
+    off = qsimdist.plan(qc, **kw)
+    assert not off.kept and off.stats.n_slices == plan.stats.n_slices
+    assert off.stats.peak_bytes < plan.stats.peak_bytes  # no kept bytes on the peak
+    monkeypatch.setenv("QSIMDIST_REUSE", "sometimes")
+    with pytest.raises(InvalidInputError, match="QSIMDIST_REUSE is 'sometimes'; valid: on, off"):
+        qsimdist.plan(qc, **kw)

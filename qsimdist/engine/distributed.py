@@ -120,12 +120,24 @@ def profile_for(profile: str | HardwareProfile, memory_limit: int | None) -> Har
     return dataclasses.replace(prof, memory_bytes=int(memory_limit), usable_memory_fraction=1.0)
 
 
-def distribute(plan: Plan, profile: HardwareProfile, devices: int) -> Plan:
+def distribute(plan: Plan, profile: HardwareProfile, devices: int,
+               reuse: bool | None = None) -> Plan:
     """``plan`` with the dp schedule for ``devices`` ranks attached (sliced as it runs); the
-    search is budgeted against the predicted run (``schedule(..., budgeted=True)``)."""
+    search is budgeted against the predicted run (``schedule(..., budgeted=True)``).
+
+    ``reuse`` (default: ``$QSIMDIST_REUSE``, on, as for local plans sliced to a
+    memory limit): a sliced schedule's groups keep the step outputs worth keeping
+    from one slice to the next in the memory it leaves free
+    (:mod:`qsimdist.planner.distribution.reuse`; kept only where the prediction is
+    faster)."""
+    from ..config import reuse_enabled
     from ..planner.distribution import schedule, scheduled_plan
 
-    return scheduled_plan(plan, schedule(plan, profile, devices, "dp", budgeted=True))
+    if reuse is None:
+        reuse = reuse_enabled()
+
+    return scheduled_plan(plan, schedule(plan, profile, devices, "dp", budgeted=True,
+                                         reuse=reuse))
 
 
 def plan_on_root(build: Callable[[], Plan], comm) -> Plan:

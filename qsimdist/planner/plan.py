@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .._fileio import atomic_write_text
-from ..config import check_dtype, format_bytes, format_count
+from ..config import check_dtype, format_bytes, format_count, reuse_enabled
 from ..errors import InvalidInputError, PlanError, PlanFormatError
 from ..network import Network
 from .lifetime import Layouts, LocalCosts, Step, lifetime_order
@@ -463,7 +463,7 @@ def fit_to_memory(net: Network, ssa_path, memory_limit: int | None, dtype: str, 
         if plan.stats.peak_bytes <= memory_limit or target <= out_elems:
             break
         target = max(out_elems, target // 2)
-    if plan.stats.peak_bytes <= memory_limit:
+    if plan.stats.peak_bytes <= memory_limit and reuse_enabled():
         plan = with_local_reuse(plan, memory_limit)
     return plan
 
