@@ -3,7 +3,7 @@
     python -m qsimdist.bench.trees [--data ../shared/data] [--only n60m24 ...]
         [--search 45m --targets dgx-h100:8 dgx-h100:1] [--reuse] [--json OUT]
 
-For each workload (n60m24, n53m20 and the three lattice networks of
+For each workload (n60m24, n56m20, n53m20 and the three lattice networks of
 :mod:`qsimdist.bench.lattice`) and target (dgx-h100 at P = 8, h100-ib at
 P = 1024):
 
@@ -40,6 +40,8 @@ import math
 import time
 from pathlib import Path
 
+from qsimdist.errors import InvalidInputError
+
 from .distribution import PLANS
 
 TREES = PLANS / "trees"
@@ -55,7 +57,7 @@ PAPER = {
     "rect": {8: (9.3, 9.4), 1024: (3154.0, 216.0)},
     "tri": {8: (7.4, 7.0), 1024: (986.0, 132.6)},
 }
-WORKLOADS = ("n60m24", "n53m20", "rect", "hex", "tri")
+WORKLOADS = ("n60m24", "n56m20", "n53m20", "rect", "hex", "tri")
 
 
 def network_and_start(name: str, data: Path):
@@ -72,11 +74,20 @@ def network_and_start(name: str, data: Path):
 
         from .distribution import workloads
 
-        source, kw = workloads(data)[name]
+        source, kw = dict(workloads(data), **searched_only(data))[name]
         net = plan_network(source, bitstrings=kw["bitstrings"], order=kw["order"],
                            memory_limit="none")
         saved = PLANS / f"{name}.json"
-    return net, load_tree(saved, net), saved
+    # a workload without a saved plan (n56m20) starts its searches from cotengra's
+    # hyper-optimiser (``start`` None)
+    return net, (load_tree(saved, net) if saved.exists() else None), saved
+
+
+def searched_only(data: Path) -> dict[str, tuple[str, dict]]:
+    """Workloads with searched trees but no saved plan: n56m20, from n60m24's family."""
+    c = data / "circuits"
+    return {"n56m20": (str(c / "circuit_n56_m20_s0_e0_pABCDCDAB.qsim"),
+                       {"bitstrings": "0" * 56, "order": "natural"})}
 
 
 def tree_file(name: str, profile: str, devices: int, reuse: bool = False) -> Path:
@@ -150,6 +161,9 @@ def row(name: str, data: Path, profile: str, devices: int, reuse: bool = False) 
     tree_1, info_1 = _searched(name, net, *BASELINE, reuse)
     searched = tree_p is not None and tree_1 is not None
     if not searched:
+        if start is None:
+            raise InvalidInputError(f"{name} has neither searched trees nor a saved plan; "
+                                    f"search them first (--search BUDGET)")
         tree_p = tree_1 = start
     t0 = time.perf_counter()
     # each side takes the better of the two searched trees for its own target: the same

@@ -368,12 +368,14 @@ def merge_rank_stats(per_rank: dict, gathered: list[dict], plan: Plan) -> None:
             "guarded_bytes": 0, "array_peak_bytes": 0, "rss_growth_bytes": 0,
             "traced_peak_bytes": -1, "traced_array_bytes": -1, "rss_before_bytes": 0,
             "sent_bytes": 0, "recv_bytes": 0, "redistributions": 0, "seconds": 0.0,
-            "slices": 0, "step_runs": 0, "step_runs_without_reuse": 0, "kept_outputs": 0})
+            "slices": 0, "step_runs": 0, "step_runs_without_reuse": 0, "kept_outputs": 0,
+            "blas_threads": 0})
         row["measured_peak_bytes"] = max(row["measured_peak_bytes"], st["peak_bytes"])
         row["predicted_peak_bytes"] = max(row["predicted_peak_bytes"],
                                           sched.predicted.peak_bytes_per_device if sched else 0)
         for key in ("guarded_bytes", "array_peak_bytes", "rss_growth_bytes",
-                    "traced_peak_bytes", "traced_array_bytes", "rss_before_bytes"):
+                    "traced_peak_bytes", "traced_array_bytes", "rss_before_bytes",
+                    "blas_threads"):
             row[key] = max(row[key], st.get(key, -1))
         for key in ("sent_bytes", "recv_bytes", "redistributions", "seconds", "slices"):
             row[key] += st[key]

@@ -111,6 +111,7 @@ class RunStats:
     step_runs: list[int] = field(default_factory=list)
     array_peak_bytes: int = 0  # peak_bytes plus the buffer pool's free buffers at that step
     guarded_bytes: int = 0  # the per-rank peak the memory guard checked (schedule + workspace)
+    blas_threads: int = 0  # this rank's BLAS threads as capped by share_cores (0: left alone)
     rss_before_bytes: int = 0  # resident memory when the run started
     rss_growth_bytes: int = 0  # resident high-water mark less rss_before (an upper bound)
     traced_peak_bytes: int = -1  # under tracemalloc: peak traced bytes the run added (-1: off)
@@ -196,6 +197,47 @@ def ranks_on_host(comm) -> int:
         return local.Get_size()
     finally:
         local.Free()
+
+
+#: environment variables that set BLAS / OpenMP threads by hand: where one is set, the
+#: ranks' threads are left as they are
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                    "BLIS_NUM_THREADS")
+_rank_threads: int | None = None
+
+
+def share_cores(comm) -> int:
+    """Cap this rank's BLAS threads at its share of the host's cores; the cap (0: left alone).
+
+    Every rank of ``comm`` calls it together (the first call per process asks how
+    many ranks share the host; later calls return the same answer). Without a
+    cap each rank's OpenBLAS starts a thread per core, so ``mpiexec -n 2`` on two
+    cores ran four spinning threads: the n30 amplitude at 1.2 MiB per rank took
+    15-86 s against 7.1-7.3 s with one thread per rank (BENCHMARKS.md section 35).
+    A variable of :data:`THREAD_VARIABLES` set by hand, or a lone rank on its
+    host, leaves the threads alone.
+    """
+    global _rank_threads
+    if _rank_threads is not None:
+        return _rank_threads
+    local = ranks_on_host(comm)
+    if local < 2 or any(os.environ.get(v) for v in THREAD_VARIABLES):
+        _rank_threads = 0
+        return 0
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    # the cores this rank may run on, shared with the host's other ranks (a rank the
+    # launcher bound to fewer cores gets fewer threads: never more threads than cores)
+    _rank_threads = max(1, cores // local)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - a dependency
+        _rank_threads = 0
+        return 0
+    threadpool_limits(limits=_rank_threads, user_api="blas")
+    return _rank_threads
 
 
 def default_rank_limit(comm) -> int | None:
@@ -666,6 +708,8 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
             raise mark_collective(exc) from None
         if backend == "cupy":
             _select_device(xp, comm)
+        else:
+            stats.blas_threads = share_cores(comm)
         return _run(plan, comm, xp, stats, fault, gemm, compiled, need, progress, MPI,
                     strip_exponent)
     except BaseException as exc:  # noqa: BLE001 - any failure must end every rank
