@@ -140,8 +140,9 @@ def qsimdist_cli(nranks: int, *args: str, env: dict | None = None, timeout: floa
     assert exe is not None
     cmd = ["mpiexec", "-n", str(nranks), exe, *args] if nranks else [exe, *args]
     t = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, **(env or {})), cwd=HERE.parent)
+    full = {k: v for k, v in dict(os.environ, **(env or {})).items() if v is not None}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full,
+                          cwd=HERE.parent)  # env values None: removed
     return proc, time.monotonic() - t
 
 
@@ -206,6 +207,29 @@ def test_cli_amplitude_under_mpiexec_reuses_across_slices(reuse):
         else:
             assert r["kept_outputs"] == 0
             assert r["step_runs"] == r["step_runs_without_reuse"]
+
+
+def _unset_threads() -> dict:
+    from qsimdist.executors.mpi import THREAD_VARIABLES
+
+    return dict.fromkeys(THREAD_VARIABLES)
+
+
+UNSET_THREADS = _unset_threads()
+
+
+@pytest.mark.parametrize("env,want", [(UNSET_THREADS, "share"),
+                                      (dict(UNSET_THREADS, OPENBLAS_NUM_THREADS="2"), 0)])
+def test_ranks_share_the_cores_between_their_blas_threads(env, want):
+    """Two ranks on one host each cap BLAS at half its cores (at least one); a thread
+    count set by hand is left alone (reported as 0)."""
+    proc, _ = qsimdist_cli(2, "amplitude", "circuits/rqc_4x5_m12.qsim", "0" * 20,
+                           "--memory-limit", "2MB", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    cores = len(os.sched_getaffinity(0))
+    expect = max(1, cores // 2) if want == "share" else want
+    ranks = json.loads(proc.stdout)["stats"]["ranks"]
+    assert [r["blas_threads"] for r in ranks] == [expect, expect]
 
 
 def test_cli_bad_reuse_setting_is_one_line():

@@ -118,8 +118,8 @@ def _searched(name: str, net, profile: str, devices: int, reuse: bool = False):
     from qsimdist.planner.trees import load_tree
 
     path = tree_file(name, profile, devices, reuse)
-    if reuse and not path.exists():
-        path = tree_file(name, profile, devices)
+    if not path.exists():  # the tree searched the other way (n56m20: with reuse only)
+        path = tree_file(name, profile, devices, not reuse)
     if not path.exists():
         return None, None
     tree = load_tree(path, net)
