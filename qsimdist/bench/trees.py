@@ -14,8 +14,9 @@ P = 1024):
 * the competitive one-device baseline: the tree the same search found for
   P = 1 (``..._dgx-h100-1.json``) with the same budget and the same memory
   per device, on one device;
-* each side takes the better of the two searched trees for its own target
-  (the row names which), so both draw on the same search budget;
+* each side takes the best, for its own target, of the two searched trees and
+  every other tree shipped for the workload (``plans/trees/<workload>_*.json``;
+  the row names which), so the baseline draws on every search the dp side does;
 * R_P and E_P against that baseline, beside today's definition (slice-only on
   the P-device tree), the per-device peak and the budget both searches spent;
 * the paper's numbers (PAPER.md, Tables 1 and 2).
@@ -121,9 +122,9 @@ def _searched(name: str, net, profile: str, devices: int, reuse: bool = False):
     if not path.exists():  # the tree searched the other way (n56m20: with reuse only)
         path = tree_file(name, profile, devices, not reuse)
     if not path.exists():
-        return None, None
+        return None, None, None
     tree = load_tree(path, net)
-    return tree, tree.meta.get("search", {})
+    return tree, tree.meta.get("search", {}), path
 
 
 def _best(net, trees: list, target):
@@ -151,14 +152,14 @@ def row(name: str, data: Path, profile: str, devices: int, reuse: bool = False) 
 
     net, start, saved = network_and_start(name, data)
     prof = load_profile(profile)
-    tree_p, info_p = _searched(name, net, profile, devices, reuse)
+    tree_p, info_p, path_p = _searched(name, net, profile, devices, reuse)
     label = "searched"
     if tree_p is None and (profile, devices) != SEARCHED_FOR_LARGE_P:
         # scoring one tree at P = 1024 takes tens of seconds, too slow to search on:
         # the tree searched for one DGX node stands in, and the row says so
-        tree_p, info_p = _searched(name, net, *SEARCHED_FOR_LARGE_P, reuse)
+        tree_p, info_p, path_p = _searched(name, net, *SEARCHED_FOR_LARGE_P, reuse)
         label = "searched for {} x {}".format(*SEARCHED_FOR_LARGE_P)
-    tree_1, info_1 = _searched(name, net, *BASELINE, reuse)
+    tree_1, info_1, path_1 = _searched(name, net, *BASELINE, reuse)
     searched = tree_p is not None and tree_1 is not None
     if not searched:
         if start is None:
@@ -166,22 +167,22 @@ def row(name: str, data: Path, profile: str, devices: int, reuse: bool = False) 
                                     f"search them first (--search BUDGET)")
         tree_p = tree_1 = start
     t0 = time.perf_counter()
-    # each side takes the better of the two searched trees for its own target: the same
-    # search budget on both sides (a short search for P devices can land on a tree worse
-    # than the one found for one device, and the other way round)
+    # each side takes the best tree for its own target: the same search budget on both
+    # sides (a short search for P devices can land on a tree worse than the one found for
+    # one device, and the other way round)
     candidates = [tree_p] if tree_1 is tree_p else [tree_p, tree_1]
     names = ["P", "P=1"]
-    if reuse and searched:
-        # the trees searched without reuse are candidates too, for both sides alike
-        own = (profile, devices) if tree_file(name, profile, devices).exists() \
-            else SEARCHED_FOR_LARGE_P
-        for key, spec in (("P without reuse", own), ("P=1 without reuse", BASELINE)):
-            path = tree_file(name, *spec)
-            if path.exists() and path != tree_file(name, *spec, True):
-                plain, _ = _searched(name, net, *spec)
-                if plain is not None:
-                    candidates.append(plain)
-                    names.append(key)
+    if searched:
+        # every other tree shipped for the workload is a candidate too, for both sides
+        # alike (searched with or without reuse, in other sessions or from other starts):
+        # the baseline is the best one-device tree there is
+        from qsimdist.planner.trees import load_tree
+
+        for path in sorted(TREES.glob(f"{name}_*.json")):
+            if path in (path_p, path_1):
+                continue
+            candidates.append(load_tree(path, net))
+            names.append(path.stem)
     # with ``reuse`` both sides keep outputs across slices (the baseline as much as the dp)
     dp, plan_p, which_p = _best(net, candidates, Target(prof, devices, reuse=reuse))
     base, _, which_1 = _best(net, candidates, Target(load_profile(BASELINE[0]), 1, reuse=reuse))
@@ -192,6 +193,10 @@ def row(name: str, data: Path, profile: str, devices: int, reuse: bool = False) 
         "workload": name, "profile": profile, "devices": devices, "reuse": reuse,
         "trees": label if searched else f"not searched (the saved plan {saved.name})",
         "tree_used": {"P": names[which_p], "P=1": names[which_1]},
+        # the search record of each tree used (its own search, not the lineage before it)
+        "tree_used_cpu_seconds": {
+            side: candidates[k].meta.get("search", {}).get("cpu_seconds")
+            for side, k in (("P", which_p), ("P=1", which_1))},
         "search_budget_seconds": {
             "P": info_p.get("spent_seconds") if searched else 0,
             "P=1": info_1.get("spent_seconds") if searched else 0},

@@ -258,8 +258,10 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
         state.spent_seconds = spent()
         state.cpu_seconds = base_cpu + cpu_seconds() - t_cpu
         if cand_score is not None and cand_score.seconds < state.score.seconds:
-            state.tree = Tree(cand_tree.ssa_path, cand_tree.sliced,
-                              {"from": "annealed from " + str(state.tree.meta.get("from", "?"))})
+            origin = str(state.tree.meta.get("from", "?"))
+            if not origin.startswith("annealed from "):  # one prefix, however many rounds
+                origin = "annealed from " + origin
+            state.tree = Tree(cand_tree.ssa_path, cand_tree.sliced, {"from": origin})
             state.score = cand_score
             state.record("better")
         state.save(out, net)
