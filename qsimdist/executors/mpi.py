@@ -213,7 +213,7 @@ def share_cores(comm) -> int:
     many ranks share the host; later calls return the same answer). Without a
     cap each rank's OpenBLAS starts a thread per core, so ``mpiexec -n 2`` on two
     cores ran four spinning threads: the n30 amplitude at 1.2 MiB per rank took
-    15-86 s against 7.1-7.3 s with one thread per rank (BENCHMARKS.md section 35).
+    33.6 s against 7.55 s with one thread per rank (medians; BENCHMARKS.md section 35).
     A variable of :data:`THREAD_VARIABLES` set by hand, or a lone rank on its
     host, leaves the threads alone.
     """
