@@ -41,7 +41,7 @@ import math
 import time
 from pathlib import Path
 
-from qsimdist.errors import InvalidInputError
+from ..errors import InvalidInputError
 
 from .distribution import PLANS
 
