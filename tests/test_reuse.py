@@ -268,3 +268,22 @@ def test_reuse_setting_off_plans_without_kept_outputs(monkeypatch, local_plan):
     monkeypatch.setenv("QSIMDIST_REUSE", "sometimes")
     with pytest.raises(InvalidInputError, match="QSIMDIST_REUSE is 'sometimes'; valid: on, off"):
         qsimdist.plan(qc, **kw)
+
+
+def test_plan_cache_keys_on_the_reuse_setting(monkeypatch, local_plan):
+    """A plan kept with step outputs is not served once QSIMDIST_REUSE turns them off."""
+    from qsimdist.engine.cache import PlanCache
+
+    plan, limit = local_plan
+    cache = PlanCache()
+    monkeypatch.setenv("QSIMDIST_REUSE", "on")
+    on, reused = cache.get(plan.network, dtype=plan.dtype, limit=limit)
+    assert not reused and on.kept
+    monkeypatch.setenv("QSIMDIST_REUSE", "off")
+    off, reused = cache.get(plan.network, dtype=plan.dtype, limit=limit)
+    assert not reused and not off.kept
+    _, reused = cache.get(plan.network, dtype=plan.dtype, limit=limit)
+    assert reused
+    monkeypatch.setenv("QSIMDIST_REUSE", "on")
+    again, reused = cache.get(plan.network, dtype=plan.dtype, limit=limit)
+    assert reused and again.kept == on.kept

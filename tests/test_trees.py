@@ -22,6 +22,7 @@ from qsimdist.api import plan_network
 from qsimdist.cli import main
 from qsimdist.errors import InvalidInputError, PlanFormatError
 from qsimdist.planner.plan import Plan
+from qsimdist.planner.search import ANNEAL_WIDTH_OFFSETS
 from qsimdist.planner.trees import (
     Tree,
     from_cotengra,
@@ -173,11 +174,30 @@ def test_search_writes_history_and_resumes(tmp_path, capsys, net):
     assert second["spent_seconds"] >= first["spent_seconds"]
     assert second["history"][:len(first["history"])] == first["history"]
     assert any(h["what"] == "resumed" for h in second["history"])
+    # every round's candidate is kept with the width offset it was annealed at
+    assert second["tries"][:len(first["tries"])] == first["tries"]
+    assert len(second["tries"]) == second["rounds"]
+    for t in second["tries"]:
+        assert t["anneal_offset"] in ANNEAL_WIDTH_OFFSETS and isinstance(t["better"], bool)
     assert second["score"]["predicted_seconds"] <= first["score"]["predicted_seconds"]
     # another target's file is refused
     rc, _, err = cli(capsys, "search", CIRCUIT, "-b", BITS, "--profile", "local-cpu",
                      "--devices", "2", "--out", out, "--budget", "2")
     one_error_line(rc, err, "holds a search for")
+
+
+def test_anneal_width_odds_follow_the_rounds_that_won(net):
+    """Offsets that produced better trees are drawn more often; untried ones stay possible."""
+    from qsimdist.hardware import load_profile
+    from qsimdist.planner.search import Score, SearchState, Target
+
+    st = SearchState(Tree([], []), Score(1.0, 1.0, 1.0, 1, 1, 10.0),
+                     Target(load_profile("local-cpu"), 1), 10.0)
+    assert set(st.offset_odds().values()) == {0.5}
+    st.tries = [{"anneal_offset": 2, "better": True}] * 3 + [{"anneal_offset": 0,
+                                                             "better": False}] * 3
+    odds = st.offset_odds()
+    assert odds[2] == 0.8 and odds[0] == 0.2 and odds[1] == odds[3] == 0.5
 
 
 def test_budget_parsing():

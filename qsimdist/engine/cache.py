@@ -5,8 +5,9 @@ chain sampler's prefixes, one doubled network per Pauli term, a quimb network
 inside an optimiser), so the process keeps up to :data:`PLAN_CACHE_SIZE` plans
 in memory. The key is the exact structure (``inputs``, ``output``, sizes) plus
 the dtype, the path-search options, the executor with its profile and rank
-count, and a caller's ``variant`` (e.g. a batch planned within a quarter of
-the limit). A kept plan serves while its peak fits the limit and it is either
+count, whether step outputs are kept across slices (``QSIMDIST_REUSE``, read
+at each lookup), and a caller's ``variant`` (e.g. a batch planned within a
+quarter of the limit). A kept plan serves while its peak fits the limit and it is either
 unsliced or was made under the same limit. The path search itself is cached
 on disk by structure (:mod:`qsimdist.planner.path`), so a new process rebuilds
 a plan from its cached path without searching again.
@@ -89,8 +90,10 @@ class PlanCache:
 
     def _lookup(self, net: Network, dtype: str, limit: int | None, opts: PathOptions,
                 where: tuple, variant: object, build: Callable[[], Plan]) -> tuple[Plan, bool]:
+        from ..config import reuse_enabled
+
         key = (structure_key(net), dtype, json.dumps(opts.key(), sort_keys=True, default=list),
-               where, variant)
+               where, reuse_enabled(), variant)
         with self._lock:
             known = self._plans.get(key)
             if known is not None:

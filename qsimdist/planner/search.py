@@ -9,7 +9,9 @@ budget, the same memory per device.
 
 The search starts from a given tree or from cotengra's slicing-aware
 hyper-optimiser, then runs rounds of cotengra's simulated annealing of the
-tree, sliced to the width the best schedule fits at. After each round the
+tree, sliced to the width the best schedule fits at or up to
+``max(ANNEAL_WIDTH_OFFSETS)`` below it (each round draws its width, favouring
+the offsets that have produced better trees). After each round the
 best tree, its score and the history of best scores over time are written
 to the state file, so a search stopped at any point resumes from there with
 the rest of its budget.
@@ -36,6 +38,11 @@ HYPER_SHARE = 0.25
 #: annealing sweeps per round: rounds of about this many seconds report progress and
 #: save state often enough to resume, and long enough that scoring is a small share
 ROUND_SECONDS = 60.0
+#: how far below the best schedule's width a round may anneal (log2 elements). Sliced
+#: FLOPs at the schedule's own width is only a proxy for the dp's predicted time
+#: (sharding, kept outputs): trees annealed narrower often schedule better, so each
+#: round draws its width, favouring offsets that have produced better trees
+ANNEAL_WIDTH_OFFSETS = (0, 1, 2, 3)
 
 
 @dataclass
@@ -113,11 +120,24 @@ class SearchState:
     cpu_seconds: float = 0.0
     rounds: int = 0
     history: list = field(default_factory=list)  # {"seconds", "round", "predicted_seconds", ...}
+    #: every round's candidate: {"round", "anneal_offset", "predicted_seconds", "better"}
+    tries: list = field(default_factory=list)
     seed: int = 0
 
-    def record(self, what: str) -> None:
+    def record(self, what: str, **extra) -> None:
         self.history.append({"seconds": round(self.spent_seconds, 2), "round": self.rounds,
-                             "what": what, **self.score.to_dict()})
+                             "what": what, **extra, **self.score.to_dict()})
+
+    def offset_odds(self) -> dict[int, float]:
+        """Weights of the anneal width offsets: (wins + 1) / (tries + 2) over the rounds."""
+        tries = {o: 0 for o in ANNEAL_WIDTH_OFFSETS}
+        wins = dict(tries)
+        for t in self.tries:
+            o = t.get("anneal_offset")
+            if o in tries:
+                tries[o] += 1
+                wins[o] += bool(t.get("better"))
+        return {o: (wins[o] + 1) / (tries[o] + 2) for o in ANNEAL_WIDTH_OFFSETS}
 
     def meta(self) -> dict:
         return {"search": {
@@ -125,8 +145,11 @@ class SearchState:
             "spent_seconds": round(self.spent_seconds, 2),
             "cpu_seconds": round(self.cpu_seconds, 2), "rounds": self.rounds,
             "seed": self.seed, "score": self.score.to_dict(), "history": self.history,
+            "tries": self.tries,
             "method": "cotengra simulated annealing of the tree, sliced to the width the best "
-                      "dp schedule fits at; scored by that schedule's predicted seconds",
+                      "dp schedule fits at or up to "
+                      f"{max(ANNEAL_WIDTH_OFFSETS)} below it (drawn per round); scored by "
+                      "that schedule's predicted seconds",
         }}
 
     def save(self, path: str | os.PathLike, net: Network) -> Path:
@@ -156,7 +179,8 @@ def _resume(path: Path, net: Network, target: Target) -> dict | None:
     try:
         return {"tree": tree, "spent": float(info["spent_seconds"]),
                 "cpu": float(info.get("cpu_seconds", 0.0)), "rounds": int(info["rounds"]),
-                "history": list(info["history"]), "seed": int(info.get("seed", 0))}
+                "history": list(info["history"]), "seed": int(info.get("seed", 0)),
+                "tries": list(info.get("tries", []))}
     except (KeyError, TypeError, ValueError):
         raise PlanFormatError(f"{path}: its search record is incomplete; start afresh "
                               "with another --out") from None
@@ -233,6 +257,7 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
     state = SearchState(tree, sc, target, budget_seconds, spent_seconds=spent(), seed=seed)
     if prior is not None:
         state.rounds, state.history = prior["rounds"], prior["history"]
+        state.tries = prior["tries"]
         state.record("resumed")
     else:
         state.record("start")
@@ -246,7 +271,10 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
         if left <= 0:
             break
         ctree = to_cotengra(net, Tree(state.tree.ssa_path, []))
-        cand = _anneal(ctree, state.score.width_log2, min(round_seconds, left), rng)
+        odds = state.offset_odds()
+        offset = rng.choices(list(odds), weights=list(odds.values()))[0]
+        width = max(1.0, state.score.width_log2 - offset)
+        cand = _anneal(ctree, width, min(round_seconds, left), rng)
         cand_tree = from_cotengra(net, cand, "annealed tree")
         state.rounds += 1
         t_score = time.perf_counter()
@@ -257,13 +285,17 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
         scoring = max(scoring, time.perf_counter() - t_score)
         state.spent_seconds = spent()
         state.cpu_seconds = base_cpu + cpu_seconds() - t_cpu
-        if cand_score is not None and cand_score.seconds < state.score.seconds:
+        better = cand_score is not None and cand_score.seconds < state.score.seconds
+        state.tries.append({"round": state.rounds, "anneal_offset": offset,
+                            "predicted_seconds": cand_score.seconds if cand_score else None,
+                            "better": better})
+        if better:
             origin = str(state.tree.meta.get("from", "?"))
             if not origin.startswith("annealed from "):  # one prefix, however many rounds
                 origin = "annealed from " + origin
             state.tree = Tree(cand_tree.ssa_path, cand_tree.sliced, {"from": origin})
             state.score = cand_score
-            state.record("better")
+            state.record("better", anneal_offset=offset)
         state.save(out, net)
         if progress is not None:
             progress(state)
