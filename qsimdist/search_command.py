@@ -38,7 +38,17 @@ def _line(state) -> str:
     return (f"round {state.rounds}: {state.spent_seconds:7.1f} of {state.budget_seconds:.0f} s; "
             f"best {sc.seconds:.4g} s predicted, 10^{math.log10(max(sc.flops_executed, 1)):.2f} "
             f"FLOPs executed, {sc.n_slices} slice(s), groups of {sc.group_size}, peak "
-            f"{sc.peak_bytes_per_device / 1e9:.3g} GB per device")
+            f"{sc.peak_bytes_per_device / 1e9:.3g} GB per device{_last_try(state)}")
+
+
+def _last_try(state) -> str:
+    """What the round's candidate scored, annealed how far below the best schedule's width."""
+    if not state.tries:
+        return ""
+    t = state.tries[-1]
+    got = "fits nowhere" if t["predicted_seconds"] is None else \
+        f"{t['predicted_seconds']:.4g} s"
+    return f"; this round's tree (annealed 2^{t['anneal_offset']} narrower): {got}"
 
 
 def search_command(

@@ -163,7 +163,7 @@ def test_search_writes_history_and_resumes(tmp_path, capsys, net):
     assert first["history"][0]["what"] == "start" and first["history"][-1]["what"] == "end"
     scores = [h["predicted_seconds"] for h in first["history"]]
     assert scores == sorted(scores, reverse=True)  # the best only improves
-    assert "round" in err  # a progress line per round
+    assert "round" in err and "this round's tree (annealed 2^" in err  # a line per round
     # the file is a tree: plan along it
     tree = load_tree(out, net)
     assert tree.meta["search"]["score"] == first["score"]
