@@ -48,7 +48,8 @@ def _last_try(state) -> str:
     t = state.tries[-1]
     got = "fits nowhere" if t["predicted_seconds"] is None else \
         f"{t['predicted_seconds']:.4g} s"
-    return f"; this round's tree (annealed 2^{t['anneal_offset']} narrower): {got}"
+    where = f" (annealed 2^{t['anneal_offset']} narrower)" if t["anneal_offset"] else ""
+    return f"; this round's tree{where}: {got}"
 
 
 def search_command(
@@ -75,6 +76,10 @@ def search_command(
     seed: int = typer.Option(0, "--seed", help="Seed of the search's random choices."),
     reuse: bool = typer.Option(False, "--reuse", help="Score trees with each group keeping "
                                "step outputs across slices where memory allows."),
+    narrower: int = typer.Option(
+        0, "--narrower", help="Also anneal up to this many powers of two below the best "
+        "schedule's width, each round's width drawn by which have produced better trees "
+        "(0-8; default 0: at the schedule's width)."),
     fresh: bool = typer.Option(False, "--fresh", help="Start afresh even if --out holds a search."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end."),
 ) -> None:
@@ -91,6 +96,10 @@ def search_command(
     from .planner.trees import load_tree
 
     seconds = parse_budget(budget)
+    from .planner.search import MAX_NARROWER
+
+    if not 0 <= narrower <= MAX_NARROWER:
+        raise InvalidInputError(f"--narrower must be 0..{MAX_NARROWER}, got {narrower}")
     if seed < 0:
         raise InvalidInputError(f"--seed must be >= 0, got {seed}")
     check_output_target(out, "--out")
@@ -113,7 +122,8 @@ def search_command(
         sys.stderr.flush()
 
     state = search(net, Target.with_memory(prof, p, dtype, per_device, reuse), seconds, out=out,
-                   start=start, seed=seed, resume=not fresh, progress=report)
+                   start=start, seed=seed, resume=not fresh, narrower=narrower,
+                   progress=report)
     if as_json:
         typer.echo(json.dumps(dict(state.meta()["search"], file=str(out))))
         return

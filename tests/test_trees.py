@@ -22,7 +22,6 @@ from qsimdist.api import plan_network
 from qsimdist.cli import main
 from qsimdist.errors import InvalidInputError, PlanFormatError
 from qsimdist.planner.plan import Plan
-from qsimdist.planner.search import ANNEAL_WIDTH_OFFSETS
 from qsimdist.planner.trees import (
     Tree,
     from_cotengra,
@@ -163,12 +162,12 @@ def test_search_writes_history_and_resumes(tmp_path, capsys, net):
     assert first["history"][0]["what"] == "start" and first["history"][-1]["what"] == "end"
     scores = [h["predicted_seconds"] for h in first["history"]]
     assert scores == sorted(scores, reverse=True)  # the best only improves
-    assert "round" in err and "this round's tree (annealed 2^" in err  # a line per round
+    assert "round" in err and "this round's tree: " in err  # a line per round
     # the file is a tree: plan along it
     tree = load_tree(out, net)
     assert tree.meta["search"]["score"] == first["score"]
     # resuming counts the time already spent and keeps the history
-    rc, stdout, err = cli(capsys, *args, "--budget", "8")
+    rc, stdout, err = cli(capsys, *args, "--budget", "8", "--narrower", "2")
     assert rc == 0, err
     second = json.loads(stdout)
     assert second["spent_seconds"] >= first["spent_seconds"]
@@ -178,7 +177,11 @@ def test_search_writes_history_and_resumes(tmp_path, capsys, net):
     assert second["tries"][:len(first["tries"])] == first["tries"]
     assert len(second["tries"]) == second["rounds"]
     for t in second["tries"]:
-        assert t["anneal_offset"] in ANNEAL_WIDTH_OFFSETS and isinstance(t["better"], bool)
+        assert t["anneal_offset"] in (0, 1, 2) and isinstance(t["better"], bool)
+    assert all(t["anneal_offset"] == 0 for t in first["tries"])  # at the width by default
+    assert second["narrower"] == 2
+    rc, _, err = cli(capsys, *args, "--budget", "9", "--narrower", "9")
+    one_error_line(rc, err, "--narrower must be 0..8")
     assert second["score"]["predicted_seconds"] <= first["score"]["predicted_seconds"]
     # another target's file is refused
     rc, _, err = cli(capsys, "search", CIRCUIT, "-b", BITS, "--profile", "local-cpu",
@@ -193,10 +196,11 @@ def test_anneal_width_odds_follow_the_rounds_that_won(net):
 
     st = SearchState(Tree([], []), Score(1.0, 1.0, 1.0, 1, 1, 10.0),
                      Target(load_profile("local-cpu"), 1), 10.0)
-    assert set(st.offset_odds().values()) == {0.5}
+    assert st.offset_odds() == {0: 0.5}
+    assert set(st.offset_odds(3).values()) == {0.5}
     st.tries = [{"anneal_offset": 2, "better": True}] * 3 + [{"anneal_offset": 0,
                                                              "better": False}] * 3
-    odds = st.offset_odds()
+    odds = st.offset_odds(3)
     assert odds[2] == 0.8 and odds[0] == 0.2 and odds[1] == odds[3] == 0.5
 
 

@@ -9,9 +9,9 @@ budget, the same memory per device.
 
 The search starts from a given tree or from cotengra's slicing-aware
 hyper-optimiser, then runs rounds of cotengra's simulated annealing of the
-tree, sliced to the width the best schedule fits at or up to
-``max(ANNEAL_WIDTH_OFFSETS)`` below it (each round draws its width, favouring
-the offsets that have produced better trees). After each round the
+tree, sliced to the width the best schedule fits at (with ``narrower=K``, up
+to K powers of two below it: each round draws its width, favouring the
+offsets that have produced better trees). After each round the
 best tree, its score and the history of best scores over time are written
 to the state file, so a search stopped at any point resumes from there with
 the rest of its budget.
@@ -38,11 +38,12 @@ HYPER_SHARE = 0.25
 #: annealing sweeps per round: rounds of about this many seconds report progress and
 #: save state often enough to resume, and long enough that scoring is a small share
 ROUND_SECONDS = 60.0
-#: how far below the best schedule's width a round may anneal (log2 elements). Sliced
-#: FLOPs at the schedule's own width is only a proxy for the dp's predicted time
-#: (sharding, kept outputs): trees annealed narrower often schedule better, so each
-#: round draws its width, favouring offsets that have produced better trees
-ANNEAL_WIDTH_OFFSETS = (0, 1, 2, 3)
+#: the most a search may anneal below the best schedule's width (``narrower``, log2
+#: elements). Sliced FLOPs at the schedule's own width is only a proxy for the dp's
+#: predicted time (sharding, kept outputs): n60m24's best P = 8 tree came from a search
+#: annealing at the P = 1 width, 3 narrower (BENCHMARKS.md 35); yet in 56 rounds drawn
+#: over 0-3 narrower both improvements came at the schedule's width (36), so it is opt-in
+MAX_NARROWER = 8
 
 
 @dataclass
@@ -122,22 +123,26 @@ class SearchState:
     history: list = field(default_factory=list)  # {"seconds", "round", "predicted_seconds", ...}
     #: every round's candidate: {"round", "anneal_offset", "predicted_seconds", "better"}
     tries: list = field(default_factory=list)
+    #: rounds may anneal up to this many powers of two below the schedule's width
+    narrower: int = 0
     seed: int = 0
 
     def record(self, what: str, **extra) -> None:
         self.history.append({"seconds": round(self.spent_seconds, 2), "round": self.rounds,
                              "what": what, **extra, **self.score.to_dict()})
 
-    def offset_odds(self) -> dict[int, float]:
-        """Weights of the anneal width offsets: (wins + 1) / (tries + 2) over the rounds."""
-        tries = {o: 0 for o in ANNEAL_WIDTH_OFFSETS}
+    def offset_odds(self, narrower: int = 0) -> dict[int, float]:
+        """Weights of the anneal width offsets 0..``narrower``: (wins + 1) / (tries + 2)
+        over the rounds so far."""
+        offsets = range(narrower + 1)
+        tries = {o: 0 for o in offsets}
         wins = dict(tries)
         for t in self.tries:
             o = t.get("anneal_offset")
             if o in tries:
                 tries[o] += 1
                 wins[o] += bool(t.get("better"))
-        return {o: (wins[o] + 1) / (tries[o] + 2) for o in ANNEAL_WIDTH_OFFSETS}
+        return {o: (wins[o] + 1) / (tries[o] + 2) for o in offsets}
 
     def meta(self) -> dict:
         return {"search": {
@@ -147,9 +152,9 @@ class SearchState:
             "seed": self.seed, "score": self.score.to_dict(), "history": self.history,
             "tries": self.tries,
             "method": "cotengra simulated annealing of the tree, sliced to the width the best "
-                      "dp schedule fits at or up to "
-                      f"{max(ANNEAL_WIDTH_OFFSETS)} below it (drawn per round); scored by "
-                      "that schedule's predicted seconds",
+                      "dp schedule fits at (or up to `narrower` below it, drawn per round); "
+                      "scored by that schedule's predicted seconds",
+            "narrower": self.narrower,
         }}
 
     def save(self, path: str | os.PathLike, net: Network) -> Path:
@@ -214,17 +219,22 @@ def _anneal(ctree, width_log2: float, seconds: float, rng: random.Random):
 
 def search(net: Network, target: Target, budget_seconds: float, *, out: str | os.PathLike,
            start: Tree | None = None, seed: int = 0, resume: bool = True,
-           round_seconds: float = ROUND_SECONDS,
+           round_seconds: float = ROUND_SECONDS, narrower: int = 0,
            progress: Callable[[SearchState], None] | None = None) -> SearchState:
     """Search a tree for ``net`` on ``target`` within ``budget_seconds`` of wall clock.
 
     ``out`` is the state file: written after every round; when it already
     holds a search for this target and ``resume``, the search continues from
     it (its spent time counts against the budget). ``start`` is a tree to
-    start from instead of a hyper-optimiser search.
+    start from instead of a hyper-optimiser search. ``narrower``: each round
+    anneals at the best schedule's width or up to this many powers of two below
+    it, drawn by the offsets' past wins (0: always at the schedule's width).
     """
     from .path import PathOptions, find_path
 
+    if not 0 <= narrower <= MAX_NARROWER:
+        raise InvalidInputError(f"narrower must be 0..{MAX_NARROWER} (powers of two below the "
+                                f"schedule's width to anneal at), not {narrower}")
     if not budget_seconds > 0:
         raise InvalidInputError(f"the search budget must be positive, not {budget_seconds}")
     if net.num_tensors < 2:
@@ -254,7 +264,8 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
     t_score = time.perf_counter()
     sc, _, _ = score_tree(net, tree, target)
     scoring = time.perf_counter() - t_score  # reserved at the end of each round
-    state = SearchState(tree, sc, target, budget_seconds, spent_seconds=spent(), seed=seed)
+    state = SearchState(tree, sc, target, budget_seconds, spent_seconds=spent(), seed=seed,
+                        narrower=narrower)
     if prior is not None:
         state.rounds, state.history = prior["rounds"], prior["history"]
         state.tries = prior["tries"]
@@ -271,7 +282,7 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
         if left <= 0:
             break
         ctree = to_cotengra(net, Tree(state.tree.ssa_path, []))
-        odds = state.offset_odds()
+        odds = state.offset_odds(narrower)
         offset = rng.choices(list(odds), weights=list(odds.values()))[0]
         width = max(1.0, state.score.width_log2 - offset)
         cand = _anneal(ctree, width, min(round_seconds, left), rng)
