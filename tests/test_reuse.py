@@ -287,3 +287,27 @@ def test_plan_cache_keys_on_the_reuse_setting(monkeypatch, local_plan):
     monkeypatch.setenv("QSIMDIST_REUSE", "on")
     again, reused = cache.get(plan.network, dtype=plan.dtype, limit=limit)
     assert reused and again.kept == on.kept
+
+
+@pytest.mark.parametrize("frac,devices", [(8, 1), (32, 2), (128, 4)])
+def test_breakdown_orders_where_the_flops_go(base_plan, frac, devices):
+    """unsliced <= once per value <= every output kept <= the schedule's kept <= nothing kept,
+    the kept total is the schedule's own prediction and nothing kept is the plain one's."""
+    from qsimdist.planner.distribution.reuse import breakdown
+
+    prof, plain, sched = _reused(base_plan, frac, devices)
+    sp = scheduled_plan(base_plan, sched)
+    b = breakdown(sp, sched)
+    tol = 1 + 1e-9
+    assert (b["unsliced"] <= b["once_per_value"] * tol and b["once_per_value"] <= b["every_kept"]
+            * tol and b["every_kept"] <= b["kept"] * tol and b["kept"] <= b["nothing_kept"] * tol)
+    assert b["kept"] == pytest.approx(sched.predicted.flops_executed, rel=1e-9)
+    assert b["kept"] < b["nothing_kept"]
+    # every step once per slice: the slices times one slice's FLOPs on every device
+    per_slice = sum(r.flops_per_device for r in sched.steps) * sched.group_size
+    assert b["nothing_kept"] == pytest.approx(per_slice * sched.n_slices, rel=1e-9)
+    big = toy_profile(memory_bytes=base_plan.stats.max_intermediate * 64)
+    whole = schedule(base_plan, big, 1, reuse=True)
+    assert whole.n_slices == 1
+    one = breakdown(scheduled_plan(base_plan, whole), whole)
+    assert len(set(round(v) for v in one.values())) == 1  # one slice: nothing to break down

@@ -128,18 +128,19 @@ def _searched(name: str, net, profile: str, devices: int, reuse: bool = False):
 
 
 def _best(net, trees: list, target):
-    """(score, plan, index) of the tree in ``trees`` whose dp schedule on ``target`` is fastest."""
+    """(score, plan, index, schedule) of the tree in ``trees`` whose dp schedule on ``target``
+    is fastest."""
     from qsimdist.errors import PlanError
     from qsimdist.planner.search import score_tree
 
     best = None
     for k, tree in enumerate(trees):
         try:
-            sc, _, plan = score_tree(net, tree, target)
+            sc, sch, plan = score_tree(net, tree, target)
         except PlanError:
             continue
         if best is None or sc.seconds < best[0].seconds:
-            best = (sc, plan, k)
+            best = (sc, plan, k, sch)
     if best is None:
         raise PlanError(f"no tree fits {target.describe()}")
     return best
@@ -184,8 +185,9 @@ def row(name: str, data: Path, profile: str, devices: int, reuse: bool = False) 
             candidates.append(load_tree(path, net))
             names.append(path.stem)
     # with ``reuse`` both sides keep outputs across slices (the baseline as much as the dp)
-    dp, plan_p, which_p = _best(net, candidates, Target(prof, devices, reuse=reuse))
-    base, _, which_1 = _best(net, candidates, Target(load_profile(BASELINE[0]), 1, reuse=reuse))
+    dp, plan_p, which_p, sched_p = _best(net, candidates, Target(prof, devices, reuse=reuse))
+    base, plan_1, which_1, sched_1 = _best(net, candidates,
+                                           Target(load_profile(BASELINE[0]), 1, reuse=reuse))
     today = schedule(plan_p, prof, devices, "slice_only").predicted
     planning = time.perf_counter() - t0
     paper = PAPER.get(name, {})
@@ -219,6 +221,14 @@ def row(name: str, data: Path, profile: str, devices: int, reuse: bool = False) 
         "paper_E_P": paper.get(devices, (None, None))[1],
         "planning_seconds": planning,
     }
+    if reuse:  # where each side's executed FLOPs go (reuse.breakdown)
+        from qsimdist.planner.distribution import scheduled_plan
+        from qsimdist.planner.distribution.reuse import breakdown
+
+        out["log10_flops_breakdown"] = {
+            side: {k: math.log10(max(v, 1.0))
+                   for k, v in breakdown(scheduled_plan(plan, sch), sch).items()}
+            for side, plan, sch in (("P", plan_p, sched_p), ("P=1", plan_1, sched_1))}
     if "log10_flops_1" in paper:
         out["paper_log10_flops_1"] = paper["log10_flops_1"]
         out["paper_log10_flops_P"] = paper["log10_flops_1"] - math.log10(paper[devices][0])
@@ -249,6 +259,19 @@ def markdown(rows: list[dict]) -> str:
             f"{f(r['E_P_today'])} | {r['peak_bytes_per_device'] / 1e9:.1f} / "
             f"{r['usable_memory'] / 1e9:.0f} GB | {f(b['P'], '{:.0f}')} s, "
             f"{f(b['P=1'], '{:.0f}')} s | {f(r['paper_R_P'])} | {f(r['paper_E_P'])} |")
+    split = [r for r in rows if r.get("log10_flops_breakdown")]
+    if split:
+        lines += ["", "Where the executed FLOPs go (log10, predicted; reuse.breakdown):", "",
+                  "| workload | target | side | unsliced | each step once per value of its "
+                  "sliced indices | every output kept (schedule's order) | schedule's kept "
+                  "outputs | nothing kept |", "|---|---|---|---|---|---|---|---|"]
+        for r in split:
+            for side, v in r["log10_flops_breakdown"].items():
+                lines.append(
+                    f"| {r['workload']} | {r['profile']} x {r['devices']} | "
+                    f"{'dp' if side == 'P' else 'one device'} | {v['unsliced']:.2f} | "
+                    f"{v['once_per_value']:.2f} | {v['every_kept']:.2f} | {v['kept']:.2f} | "
+                    f"{v['nothing_kept']:.2f} |")
     return "\n".join(lines)
 
 

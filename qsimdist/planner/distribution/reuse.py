@@ -312,6 +312,35 @@ def with_reuse(plan: Plan, sched: Schedule) -> Schedule:
     return dataclasses.replace(out, predicted=pred)
 
 
+def breakdown(plan: Plan, sched: Schedule) -> dict[str, float]:
+    """Where a schedule's executed FLOPs go: predicted totals over every device.
+
+    ``plan`` is the plan sliced as ``sched`` (``scheduler.scheduled_plan``).
+    From the fewest up: ``unsliced`` (the path run once), ``once_per_value``
+    (each step once per value of the sliced indices it depends on: a floor
+    no order of the slices reaches when steps depend on different indices),
+    ``every_kept`` (every step output kept, the schedule's order: what the
+    order allows), ``kept`` (the schedule's kept outputs: what memory allows;
+    its ``flops_executed`` when it keeps any) and ``nothing_kept`` (every step
+    once per slice).
+    """
+    from ..plan import build_plan
+
+    groups = sched.devices // sched.group_size
+    flops = [r.flops_per_device for r in sched.steps]
+    model = _Model(plan, groups, flops)
+    scale = sched.group_size * groups
+    every = frozenset(range(model.n, model.n + len(plan.steps)))
+    size = plan.network.size_dict
+    once = sum(f * max(1, math.ceil(math.prod(size[ix] for ix in model.sets[s.out]) / groups))
+               for f, s in zip(flops, plan.steps))
+    unsliced = build_plan(plan.network, plan.path, [], plan.dtype).stats.flops
+    return {"unsliced": float(unsliced), "once_per_value": once * scale,
+            "every_kept": model.cost(sched.sliced, every) * scale,
+            "kept": model.cost(sched.sliced, frozenset(sched.kept or ())) * scale,
+            "nothing_kept": model.cost(sched.sliced, frozenset()) * scale}
+
+
 #: a step's fixed cost in the local executor, in FLOPs: about 25 us a step at 10 GFLOP/s
 #: (the n30 amplitude's small steps on this project's 2-core machine, BENCHMARKS.md 34)
 LOCAL_STEP_FLOPS = 2.5e5
