@@ -297,7 +297,8 @@ def test_breakdown_orders_where_the_flops_go(base_plan, frac, devices):
 
     prof, plain, sched = _reused(base_plan, frac, devices)
     sp = scheduled_plan(base_plan, sched)
-    b = breakdown(sp, sched)
+    assert base_plan.stats.n_slices == 1
+    b = breakdown(sp, sched, base_plan.stats.flops)
     tol = 1 + 1e-9
     assert (b["unsliced"] <= b["once_per_value"] * tol and b["once_per_value"] <= b["every_kept"]
             * tol and b["every_kept"] <= b["kept"] * tol and b["kept"] <= b["nothing_kept"] * tol)
@@ -309,5 +310,5 @@ def test_breakdown_orders_where_the_flops_go(base_plan, frac, devices):
     big = toy_profile(memory_bytes=base_plan.stats.max_intermediate * 64)
     whole = schedule(base_plan, big, 1, reuse=True)
     assert whole.n_slices == 1
-    one = breakdown(scheduled_plan(base_plan, whole), whole)
+    one = breakdown(scheduled_plan(base_plan, whole), whole, base_plan.stats.flops)
     assert len(set(round(v) for v in one.values())) == 1  # one slice: nothing to break down

@@ -227,7 +227,8 @@ def row(name: str, data: Path, profile: str, devices: int, reuse: bool = False) 
 
         out["log10_flops_breakdown"] = {
             side: {k: math.log10(max(v, 1.0))
-                   for k, v in breakdown(scheduled_plan(plan, sch), sch).items()}
+                   for k, v in breakdown(scheduled_plan(plan, sch), sch,
+                                         plan.stats.flops).items()}
             for side, plan, sch in (("P", plan_p, sched_p), ("P=1", plan_1, sched_1))}
     if "log10_flops_1" in paper:
         out["paper_log10_flops_1"] = paper["log10_flops_1"]

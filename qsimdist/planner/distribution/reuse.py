@@ -312,20 +312,20 @@ def with_reuse(plan: Plan, sched: Schedule) -> Schedule:
     return dataclasses.replace(out, predicted=pred)
 
 
-def breakdown(plan: Plan, sched: Schedule) -> dict[str, float]:
+def breakdown(plan: Plan, sched: Schedule, unsliced_flops: float) -> dict[str, float]:
     """Where a schedule's executed FLOPs go: predicted totals over every device.
 
-    ``plan`` is the plan sliced as ``sched`` (``scheduler.scheduled_plan``).
-    From the fewest up: ``unsliced`` (the path run once), ``once_per_value``
-    (each step once per value of the sliced indices it depends on: a floor
+    ``plan`` is the plan sliced as ``sched`` (``scheduler.scheduled_plan``);
+    ``unsliced_flops`` the FLOPs of its path unsliced (``stats.flops`` of the
+    plan before slicing). From the fewest up: ``unsliced`` (the path run
+    once), ``once_per_value`` (each step once per value of the sliced indices
+    it depends on: a floor
     no order of the slices reaches when steps depend on different indices),
     ``every_kept`` (every step output kept, the schedule's order: what the
     order allows), ``kept`` (the schedule's kept outputs: what memory allows;
     its ``flops_executed`` when it keeps any) and ``nothing_kept`` (every step
     once per slice).
     """
-    from ..plan import build_plan
-
     groups = sched.devices // sched.group_size
     flops = [r.flops_per_device for r in sched.steps]
     model = _Model(plan, groups, flops)
@@ -334,8 +334,7 @@ def breakdown(plan: Plan, sched: Schedule) -> dict[str, float]:
     size = plan.network.size_dict
     once = sum(f * max(1, math.ceil(math.prod(size[ix] for ix in model.sets[s.out]) / groups))
                for f, s in zip(flops, plan.steps))
-    unsliced = build_plan(plan.network, plan.path, [], plan.dtype).stats.flops
-    return {"unsliced": float(unsliced), "once_per_value": once * scale,
+    return {"unsliced": float(unsliced_flops), "once_per_value": once * scale,
             "every_kept": model.cost(sched.sliced, every) * scale,
             "kept": model.cost(sched.sliced, frozenset(sched.kept or ())) * scale,
             "nothing_kept": model.cost(sched.sliced, frozenset()) * scale}
