@@ -51,6 +51,15 @@ def format_report(report: dict) -> str:
         kept = ", ".join(f"{name} {s.get('kept_outputs', 0)}"
                          for name, s in pred["strategies"].items())
         lines.append(f"reuse across slices: step outputs kept per group: {kept}")
+        b = pred["strategies"]["dp"].get("flops_breakdown")
+        if b and pred["strategies"]["dp"]["n_slices"] > 1:
+            def e(k: str) -> str:
+                return f"10^{math.log10(max(b[k], 1.0)):.2f}"
+
+            lines.append(
+                f"dp executed FLOPs {e('kept')}: the path once {e('unsliced')}, each step once "
+                f"per value of its sliced indices {e('once_per_value')}, every output kept in "
+                f"this order {e('every_kept')}, nothing kept {e('nothing_kept')}")
     lines.append(f"({PREDICTED_NOTE})")
     return "\n".join(lines)
 

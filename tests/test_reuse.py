@@ -312,3 +312,22 @@ def test_breakdown_orders_where_the_flops_go(base_plan, frac, devices):
     assert whole.n_slices == 1
     one = breakdown(scheduled_plan(base_plan, whole), whole, base_plan.stats.flops)
     assert len(set(round(v) for v in one.values())) == 1  # one slice: nothing to break down
+
+
+def test_report_says_where_the_dp_flops_go(base_plan):
+    """``qsimdist plan --profile --reuse``: each strategy's breakdown, the dp's in one line."""
+    from qsimdist.planner.distribution import compare_strategies
+    from qsimdist.report import format_report
+
+    prof = toy_profile(memory_bytes=base_plan.stats.max_intermediate * 8 // 32 + 2**14)
+    report, out = compare_strategies(base_plan, prof, 2, reuse=True)
+    dp = report["predicted"]["strategies"]["dp"]
+    assert dp["n_slices"] > 1 and dp["kept_outputs"] > 0
+    b = dp["flops_breakdown"]
+    assert b["kept"] == pytest.approx(dp["flops_executed"], rel=1e-9)
+    assert b["kept"] < b["nothing_kept"] and b["unsliced"] == base_plan.stats.flops
+    text = format_report(report)
+    assert f"dp executed FLOPs 10^{math.log10(b['kept']):.2f}: the path once " in text
+    plain, _ = compare_strategies(base_plan, prof, 2)
+    assert "flops_breakdown" not in plain["predicted"]["strategies"]["dp"]
+    assert "dp executed FLOPs" not in format_report(plain)

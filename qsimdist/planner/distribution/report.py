@@ -22,7 +22,8 @@ def compare_strategies(plan: Plan, profile: HardwareProfile, devices: int, reuse
     slice-only's FLOPs over the strategy's executed FLOPs, counting the work
     every device of a group repeats on replicated tensors. ``reuse``: every
     strategy keeps step outputs across slices where memory allows (see
-    :mod:`.reuse`).
+    :mod:`.reuse`), and each strategy's ``flops_breakdown`` says where its
+    executed FLOPs go (:func:`.reuse.breakdown`; ``plan`` unsliced only).
     """
     profile.check_devices(devices)
     cache: dict = {}
@@ -53,6 +54,12 @@ def compare_strategies(plan: Plan, profile: HardwareProfile, devices: int, reuse
             "big_fraction": sch.big_bytes / profile.usable_memory,
             "kept_outputs": len(sch.kept),
         }
+        if reuse and not plan.sliced:
+            from .reuse import breakdown
+            from .scheduler import scheduled_plan
+
+            entries[name]["flops_breakdown"] = breakdown(scheduled_plan(plan, sch), sch,
+                                                         plan.stats.flops)
     report = {
         "devices": devices,
         "profile": profile.name,
