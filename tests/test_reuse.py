@@ -42,20 +42,23 @@ def _reused(plan, frac: int, devices: int):
     return prof, plain, sched
 
 
-def _walk(plan: Plan, groups: int, kept) -> list[int]:
-    """Per step: the runs of the busiest group, by walking its slices one by one."""
+def _walk(plan: Plan, sched, kept) -> list[int]:
+    """Per step: the runs of the busiest group, by walking each group's slices one by one."""
     from qsimdist.executors.carry import Carry
 
-    carry = Carry(plan, kept)
-    runs = [0] * len(plan.steps)
-    for s in range(0, plan.stats.n_slices, groups):
-        need = carry.needed(plan, s)
-        for j, step in enumerate(plan.steps):
-            if step.out in need:
-                runs[j] += 1
-                if step.out in carry.kept:
-                    carry.put(step.out, s, None)
-    return runs
+    busiest = [0] * len(plan.steps)
+    for g in range(sched.groups):
+        carry = Carry(plan, kept)
+        runs = [0] * len(plan.steps)
+        for s in sched.slices_of_group(g):
+            need = carry.needed(plan, s)
+            for j, step in enumerate(plan.steps):
+                if step.out in need:
+                    runs[j] += 1
+                    if step.out in carry.kept:
+                        carry.put(step.out, s, None)
+        busiest = [max(a, b) for a, b in zip(busiest, runs)]
+    return busiest
 
 
 @pytest.mark.parametrize("frac,devices", [(8, 1), (32, 2), (128, 4)])
@@ -67,7 +70,7 @@ def test_reuse_is_priced_below_and_counted_as_the_slices_run(base_plan, frac, de
     sp = scheduled_plan(base_plan, sched)
     assert sp.sliced == list(sched.sliced)
     runs = step_counts(sp, sched.sliced, sched.groups, frozenset(sched.kept))
-    assert runs == _walk(sp, sched.groups, sched.kept)
+    assert runs == _walk(sp, sched, sched.kept)
     rounds = math.ceil(sched.n_slices / sched.groups)
     assert runs[-1] == rounds and min(runs) >= 1 and sum(runs) < rounds * len(runs)
     # the prediction is the records times the runs, plus the kept bytes on the peak
@@ -331,3 +334,34 @@ def test_report_says_where_the_dp_flops_go(base_plan):
     plain, _ = compare_strategies(base_plan, prof, 2)
     assert "flops_breakdown" not in plain["predicted"]["strategies"]["dp"]
     assert "dp executed FLOPs" not in format_report(plain)
+
+
+@pytest.mark.parametrize("groups", [2, 4, 8])
+def test_groups_run_contiguous_blocks_and_the_model_counts_them(base_plan, groups):
+    """Each group runs one contiguous block of slices: the blocks cover every slice once,
+    the priced runs are a walk of the busiest group's block, and a kept output shared by a
+    block is computed once per prefix the block meets (round robin met every prefix)."""
+    _, _, sched = _reused(base_plan, 8, 1)
+    assert sched.kept
+    many = dataclasses.replace(sched, devices=groups, group_size=1)
+    assert many.groups == groups
+    blocks = [many.slices_of_group(g) for g in range(groups)]
+    assert [s for b in blocks for s in b] == list(range(sched.n_slices))
+    assert max(map(len, blocks)) - min(map(len, blocks)) <= 1
+    sp = scheduled_plan(base_plan, sched)
+    runs = step_counts(sp, sched.sliced, groups, frozenset(sched.kept))
+    assert runs == _walk(sp, many, sched.kept)
+    assert runs[-1] == math.ceil(sched.n_slices / groups)
+    one = step_counts(sp, sched.sliced, 1, frozenset(sched.kept))
+    # the work a kept output spares splits between the groups
+    assert sum(runs) < sum(one) and sum(runs) * groups <= sum(one) + groups * len(runs)
+
+
+@pytest.mark.parametrize("n,groups", [(12, 8), (10, 4), (16, 4), (7, 7), (9, 2)])
+def test_prefix_counts_match_the_blocks(n, groups):
+    from qsimdist.planner.distribution.reuse import prefix_counts
+
+    strides = [st for st in range(1, n + 1)]
+    want = [max(len({s // st for s in range(g * n // groups, (g + 1) * n // groups)})
+                for g in range(groups)) for st in strides]
+    assert prefix_counts(n, groups, strides) == want

@@ -1,7 +1,7 @@
 """MPI executor: run a plan's distributed schedule over the ranks of a communicator.
 
 Rank ``g d + r`` is device ``r`` of group ``g`` (``d`` = the schedule's
-group size). Every group runs its share of the slices (round robin); inside a
+group size). Every group runs its share of the slices (one contiguous block); inside a
 group each device holds only its shards and follows the schedule's records
 step by step:
 

@@ -2,8 +2,9 @@
 
 A group runs its slices in order: slice number ``s`` fixes the sliced
 indices with the last one of ``plan.sliced`` varying fastest, and group
-``g`` of ``G`` runs the ``s`` with ``s % G == g`` (the schedule's round
-robin). Every node of the contraction (a leaf or a step's output) depends
+``g`` of ``G`` runs one contiguous block of them, ``g * N // G`` up to
+``(g + 1) * N // G`` (``Schedule.slices_of_group``), so the groups split
+the prefixes between them instead of each meeting all. Every node of the contraction (a leaf or a step's output) depends
 on the sliced indices found on its subtree's leaves; its *depth* ``m`` is
 the largest position among them (1-based, outermost first, 0 for none).
 Its value changes only when ``s // stride(m)`` does, ``stride(m)`` being
@@ -20,9 +21,8 @@ can (:func:`slice_order`). Without kept outputs nothing changes: every step
 runs once per slice.
 
 Cost: a kept node's count of computations over the busiest group's slices
-is the number of distinct prefixes it sees, ``ceil(N / stride(m))`` when
-``stride(m) >= G`` (each prefix block of the slice numbers holds one of the
-group's slices) and the group's slice count otherwise. A step that is not
+is the number of distinct prefixes its block meets: ``(N / G) / stride(m)``
+when the stride divides the block and 1 when the block lies within one prefix. A step that is not
 kept runs as often as its consumer. All of it is a cost-model prediction.
 
 Distributed schedules keep outputs when planned with ``reuse=True``
@@ -34,6 +34,7 @@ read both through :class:`qsimdist.executors.carry.Carry`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -70,9 +71,28 @@ def strides(plan: Plan, order: Sequence[str]) -> list[int]:
 
 
 def prefix_counts(n_slices: int, groups: int, stride: list[int]) -> list[int]:
-    """Computations of a node of depth ``m`` over the busiest group's slices, kept."""
-    mine = math.ceil(n_slices / groups)
-    return [min(mine, math.ceil(n_slices / st)) if st >= groups else mine for st in stride]
+    """Computations of a node of depth ``m`` over the busiest group's slices, kept.
+
+    Group ``g`` runs the contiguous block of slice numbers ``g * N // G`` up to
+    ``(g + 1) * N // G`` (``Schedule.slices_of_group``), so it meets
+    ``block / stride`` prefixes when the stride divides its block and one when
+    the block lies within a prefix; other extents are counted block by block.
+    """
+    return list(_prefix_counts(n_slices, groups, tuple(stride)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _prefix_counts(n: int, groups: int, stride: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for st in stride:
+        if n % groups == 0 and (n // groups) % st == 0:
+            out.append(n // groups // st)
+        elif n % groups == 0 and st % (n // groups) == 0:
+            out.append(1)
+        else:
+            out.append(max(((g + 1) * n // groups - 1) // st - (g * n // groups) // st + 1
+                           for g in range(groups) if (g + 1) * n // groups > g * n // groups))
+    return tuple(out)
 
 
 def step_counts(plan: Plan, order: Sequence[str], groups: int,

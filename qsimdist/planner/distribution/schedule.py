@@ -238,8 +238,11 @@ class Schedule:
         return self.devices // self.group_size
 
     def slices_of_group(self, g: int) -> range:
-        """Slice numbers group ``g`` runs (round robin)."""
-        return range(g, self.n_slices, self.groups)
+        """Slice numbers group ``g`` runs: the contiguous block ``g * N // G`` up to
+        ``(g + 1) * N // G``, so that the step outputs it keeps serve every slice of
+        a prefix (round robin made every group meet every prefix: see ``reuse``)."""
+        n, groups = self.n_slices, self.groups
+        return range(g * n // groups, (g + 1) * n // groups)
 
     def group_of_rank(self, rank: int) -> tuple[int, int]:
         """(group, rank within the group) of a global rank."""
