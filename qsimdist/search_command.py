@@ -92,12 +92,10 @@ def search_command(
     from ._fileio import check_output_target
     from .api import plan_network
     from .hardware import load_profile
-    from .planner.search import Target, search
+    from .planner.search import MAX_NARROWER, Target, search
     from .planner.trees import load_tree
 
     seconds = parse_budget(budget)
-    from .planner.search import MAX_NARROWER
-
     if not 0 <= narrower <= MAX_NARROWER:
         raise InvalidInputError(f"--narrower must be 0..{MAX_NARROWER}, got {narrower}")
     if seed < 0:

@@ -4,8 +4,9 @@ A group runs its slices in order: slice number ``s`` fixes the sliced
 indices with the last one of ``plan.sliced`` varying fastest, and group
 ``g`` of ``G`` runs one contiguous block of them, ``g * N // G`` up to
 ``(g + 1) * N // G`` (``Schedule.slices_of_group``), so the groups split
-the prefixes between them instead of each meeting all. Every node of the contraction (a leaf or a step's output) depends
-on the sliced indices found on its subtree's leaves; its *depth* ``m`` is
+the prefixes between them instead of each meeting all. Every node of the
+contraction (a leaf or a step's output) depends on the sliced indices
+found on its subtree's leaves; its *depth* ``m`` is
 the largest position among them (1-based, outermost first, 0 for none).
 Its value changes only when ``s // stride(m)`` does, ``stride(m)`` being
 the product of the sizes at the positions after ``m``. A slice that leaves
@@ -22,8 +23,8 @@ runs once per slice.
 
 Cost: a kept node's count of computations over the busiest group's slices
 is the number of distinct prefixes its block meets: ``(N / G) / stride(m)``
-when the stride divides the block and 1 when the block lies within one prefix. A step that is not
-kept runs as often as its consumer. All of it is a cost-model prediction.
+when the stride divides the block and 1 when the block lies within one
+prefix. A step that is not kept runs as often as its consumer. All of it is a cost-model prediction.
 
 Distributed schedules keep outputs when planned with ``reuse=True``
 (:func:`with_reuse`; ``Schedule.kept``). A local plan sliced to fit a memory
@@ -339,14 +340,14 @@ def breakdown(plan: Plan, sched: Schedule, unsliced_flops: float) -> dict[str, f
     ``unsliced_flops`` the FLOPs of its path unsliced (``stats.flops`` of the
     plan before slicing). From the fewest up: ``unsliced`` (the path run
     once), ``once_per_value`` (each step once per value of the sliced indices
-    it depends on: a floor
-    no order of the slices reaches when steps depend on different indices),
+    it depends on: a floor no order of the slices reaches when steps depend
+    on different indices),
     ``every_kept`` (every step output kept, the schedule's order: what the
     order allows), ``kept`` (the schedule's kept outputs: what memory allows;
     its ``flops_executed`` when it keeps any) and ``nothing_kept`` (every step
     once per slice).
     """
-    groups = sched.devices // sched.group_size
+    groups = sched.groups
     flops = [r.flops_per_device for r in sched.steps]
     model = _Model(plan, groups, flops)
     scale = sched.group_size * groups
