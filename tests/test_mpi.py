@@ -248,6 +248,12 @@ def test_cli_run_under_mpiexec_equals_single_process(distributed_plan):
     a, b = amplitudes_of(one.stdout), amplitudes_of(two.stdout)
     norm = max(abs(v) for v in a.values())
     assert max(abs(a[k] - b[k]) for k in a) <= 1e-5 * norm
+    # one process has no ranks; under mpiexec every rank reports what it measured
+    assert "ranks" not in json.loads(one.stdout)["stats"]
+    ranks = json.loads(two.stdout)["stats"]["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert all(r["slices"] >= 1 and r["step_runs"] >= 1 and r["measured_peak_bytes"] > 0
+               and r["seconds"] > 0 for r in ranks)
 
 
 def test_cli_memory_guard_refuses_with_one_line(distributed_plan):

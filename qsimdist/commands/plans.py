@@ -229,4 +229,11 @@ def run(
             start += len(labels)
 
     header = {"n_qubits": p.meta.get("n_qubits"), "dtype": p.dtype}
-    write_amplitudes(chunks(), header, p.stats.to_dict(), as_json, with_p=False)
+    stats = p.stats.to_dict()
+    if "stats" in options:  # each rank's measured bytes, peak, seconds and step runs
+        from ..engine.amplitudes import merge_rank_stats
+
+        per_rank: dict = {}
+        merge_rank_stats(per_rank, gathered, p)
+        stats["ranks"] = [per_rank[r] for r in sorted(per_rank)]
+    write_amplitudes(chunks(), header, stats, as_json, with_p=False)
