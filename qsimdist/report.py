@@ -60,6 +60,15 @@ def format_report(report: dict) -> str:
                 f"dp executed FLOPs {e('kept')}: the path once {e('unsliced')}, each step once "
                 f"per value of its sliced indices {e('once_per_value')}, every output kept in "
                 f"this order {e('every_kept')}, nothing kept {e('nothing_kept')}")
+            o = pred["strategies"]["dp"].get("order_loss")
+            if o and o["steps"]:
+                t = o["steps"][0]
+                lines.append(
+                    f"the order's cost: 10^{math.log10(o['extra_flops']):.2f} FLOPs above once "
+                    f"per value, {t['share']:.0%} in step {t['step']} (run again for "
+                    f"{len(t['reruns_for'])} outer sliced index(es); a copy per value would "
+                    f"hold {format_bytes(t['bytes_all_versions'])} per device); "
+                    f"{o['fits_share']:.1%} of it in steps whose copies would fit memory")
     lines.append(f"({PREDICTED_NOTE})")
     return "\n".join(lines)
 

@@ -331,6 +331,12 @@ def test_report_says_where_the_dp_flops_go(base_plan):
     assert b["kept"] < b["nothing_kept"] and b["unsliced"] == base_plan.stats.flops
     text = format_report(report)
     assert f"dp executed FLOPs 10^{math.log10(b['kept']):.2f}: the path once " in text
+    o = dp["order_loss"]
+    if o["steps"]:  # which step the order makes run again, and what copies of it would hold
+        assert (f"the order's cost: 10^{math.log10(o['extra_flops']):.2f} FLOPs above once per "
+                f"value, {o['steps'][0]['share']:.0%} in step {o['steps'][0]['step']} ") in text
+    else:
+        assert "the order's cost" not in text
     plain, _ = compare_strategies(base_plan, prof, 2)
     assert "flops_breakdown" not in plain["predicted"]["strategies"]["dp"]
     assert "dp executed FLOPs" not in format_report(plain)
@@ -365,3 +371,56 @@ def test_prefix_counts_match_the_blocks(n, groups):
     want = [max(len({s // st for s in range(g * n // groups, (g + 1) * n // groups)})
                 for g in range(groups)) for st in strides]
     assert prefix_counts(n, groups, strides) == want
+
+
+@pytest.mark.parametrize("frac", [32, 128])
+def test_order_loss_names_the_steps_run_again_and_the_copies_that_would_spare_them(base_plan,
+                                                                                   frac):
+    """order_loss adds up to every-kept minus once-per-value, and a walk of the slices with
+    a copy per value of each step's later indices runs that step once per value, holding
+    at most the copies order_loss names."""
+    from qsimdist.planner.distribution.reuse import breakdown, order_loss
+
+    _, _, sched = _reused(base_plan, frac, 1)
+    sp = scheduled_plan(base_plan, sched)
+    o = order_loss(sp, sched, top=len(sp.steps))
+    b = breakdown(sp, sched, base_plan.stats.flops)
+    assert o["steps"], "a sliced circuit whose steps depend on different indices reruns some"
+    assert o["extra_flops"] == pytest.approx(b["every_kept"] - b["once_per_value"], rel=1e-9)
+    assert sum(r["share"] for r in o["steps"]) == pytest.approx(1.0)
+    assert 0.0 <= o["fits_share"] <= 1.0
+    size = sp.network.size_dict
+    order = list(sched.sliced)
+    sizes = [size[ix] for ix in order]
+
+    def values(s: int) -> dict:
+        out = {}
+        for ix, n in zip(reversed(order), reversed(sizes)):
+            s, out[ix] = divmod(s, n)
+        return out
+
+    from qsimdist.planner.distribution.reuse import sliced_sets
+
+    sets = sliced_sets(sp, order)
+    for r in o["steps"]:
+        deps = sets[sp.steps[r["step"]].out]
+        pos = {ix: k for k, ix in enumerate(order)}
+        assert r["reruns_for"] and all(ix not in deps for ix in r["reruns_for"])
+        first = pos[r["reruns_for"][0]]
+        assert all(pos[ix] < max(pos[d] for d in deps) for ix in r["reruns_for"])
+        outer = [ix for ix in order if ix in deps and pos[ix] < first]
+        inner = [ix for ix in order if ix in deps and pos[ix] > first]
+        runs, copies, key, most = 0, set(), None, 0
+        for s in range(sched.n_slices):
+            v = values(s)
+            k = tuple(v[ix] for ix in outer)
+            if k != key:
+                key, copies = k, set()
+            c = tuple(v[ix] for ix in inner)
+            if c not in copies:
+                copies.add(c)
+                runs += 1
+            most = max(most, len(copies))
+        assert runs == math.prod(size[ix] for ix in deps)
+        assert most == r["versions"]
+        assert r["bytes_all_versions"] == r["bytes_per_version"] * r["versions"]

@@ -221,15 +221,16 @@ def row(name: str, data: Path, profile: str, devices: int, reuse: bool = False) 
         "paper_E_P": paper.get(devices, (None, None))[1],
         "planning_seconds": planning,
     }
-    if reuse:  # where each side's executed FLOPs go (reuse.breakdown)
+    if reuse:  # where each side's executed FLOPs go (reuse.breakdown, reuse.order_loss)
         from qsimdist.planner.distribution import scheduled_plan
-        from qsimdist.planner.distribution.reuse import breakdown
+        from qsimdist.planner.distribution.reuse import breakdown, order_loss
 
-        out["log10_flops_breakdown"] = {
-            side: {k: math.log10(max(v, 1.0))
-                   for k, v in breakdown(scheduled_plan(plan, sch), sch,
-                                         plan.stats.flops).items()}
-            for side, plan, sch in (("P", plan_p, sched_p), ("P=1", plan_1, sched_1))}
+        out["log10_flops_breakdown"], out["order_loss"] = {}, {}
+        for side, plan, sch in (("P", plan_p, sched_p), ("P=1", plan_1, sched_1)):
+            sp = scheduled_plan(plan, sch)
+            out["log10_flops_breakdown"][side] = {
+                k: math.log10(max(v, 1.0)) for k, v in breakdown(sp, sch, plan.stats.flops).items()}
+            out["order_loss"][side] = order_loss(sp, sch, top=3)
     if "log10_flops_1" in paper:
         out["paper_log10_flops_1"] = paper["log10_flops_1"]
         out["paper_log10_flops_P"] = paper["log10_flops_1"] - math.log10(paper[devices][0])
@@ -273,6 +274,24 @@ def markdown(rows: list[dict]) -> str:
                     f"{'dp' if side == 'P' else 'one device'} | {v['unsliced']:.2f} | "
                     f"{v['once_per_value']:.2f} | {v['every_kept']:.2f} | {v['kept']:.2f} | "
                     f"{v['nothing_kept']:.2f} |")
+        lines += ["", "The order's cost (predicted; reuse.order_loss): the FLOPs above once per "
+                  "value, the step carrying most of it, and the copies per value that would "
+                  "spare it:", "",
+                  "| workload | target | side | above once per value | top step: share, "
+                  "reruns for, copies x bytes per device | share in steps whose copies fit |",
+                  "|---|---|---|---|---|---|"]
+        for r in split:
+            for side, o in r.get("order_loss", {}).items():
+                if not o["steps"]:
+                    continue
+                t = o["steps"][0]
+                lines.append(
+                    f"| {r['workload']} | {r['profile']} x {r['devices']} | "
+                    f"{'dp' if side == 'P' else 'one device'} | "
+                    f"10^{math.log10(o['extra_flops']):.2f} | step {t['step']}: "
+                    f"{t['share']:.0%}, {len(t['reruns_for'])} outer index(es), "
+                    f"{t['versions']:.3g} x {t['bytes_per_version'] / 1e9:.3g} GB | "
+                    f"{o['fits_share']:.2%} |")
     return "\n".join(lines)
 
 

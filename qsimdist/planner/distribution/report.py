@@ -23,7 +23,9 @@ def compare_strategies(plan: Plan, profile: HardwareProfile, devices: int, reuse
     every device of a group repeats on replicated tensors. ``reuse``: every
     strategy keeps step outputs across slices where memory allows (see
     :mod:`.reuse`), and each strategy's ``flops_breakdown`` says where its
-    executed FLOPs go (:func:`.reuse.breakdown`; ``plan`` unsliced only).
+    executed FLOPs go (:func:`.reuse.breakdown`) and ``order_loss`` which steps
+    the slices' order makes run again (:func:`.reuse.order_loss`; ``plan``
+    unsliced only).
     """
     profile.check_devices(devices)
     cache: dict = {}
@@ -55,11 +57,12 @@ def compare_strategies(plan: Plan, profile: HardwareProfile, devices: int, reuse
             "kept_outputs": len(sch.kept),
         }
         if reuse and not plan.sliced:
-            from .reuse import breakdown
+            from .reuse import breakdown, order_loss
             from .scheduler import scheduled_plan
 
-            entries[name]["flops_breakdown"] = breakdown(scheduled_plan(plan, sch), sch,
-                                                         plan.stats.flops)
+            sp = scheduled_plan(plan, sch)
+            entries[name]["flops_breakdown"] = breakdown(sp, sch, plan.stats.flops)
+            entries[name]["order_loss"] = order_loss(sp, sch)
     report = {
         "devices": devices,
         "profile": profile.name,

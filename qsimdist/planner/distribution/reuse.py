@@ -361,6 +361,55 @@ def breakdown(plan: Plan, sched: Schedule, unsliced_flops: float) -> dict[str, f
             "nothing_kept": model.cost(sched.sliced, frozenset()) * scale}
 
 
+
+def order_loss(plan: Plan, sched: Schedule, top: int = 5) -> dict:
+    """Which steps carry the cost of the slices' order: FLOPs above once per value.
+
+    With every output kept, a step still runs again for each value of a
+    sliced index it does not depend on that varies more slowly than one it
+    does (its *reruns*). Keeping a copy of its output per value of the
+    sliced indices it depends on after the first of those would avoid them:
+    ``versions`` copies of ``bytes_per_version`` per device. ``plan`` is
+    sliced as ``sched`` (``scheduler.scheduled_plan``).
+
+    Returns ``extra_flops`` (every device, over the once-per-value floor),
+    ``fits_share`` (the share of it in steps whose copies alone would fit the
+    usable memory: a bound on what keeping copies could recover) and the
+    ``top`` steps by extra FLOPs. All of it is a cost-model prediction.
+    """
+    groups = sched.groups
+    flops = [r.flops_per_device for r in sched.steps]
+    model = _Model(plan, groups, flops)
+    scale = sched.group_size * groups
+    every = frozenset(range(model.n, model.n + len(plan.steps)))
+    runs = model.runs(sched.sliced, every)
+    size = plan.network.size_dict
+    pos = {ix: k + 1 for k, ix in enumerate(sched.sliced)}
+    out_bytes = _out_bytes(plan, sched)
+    rows, total, fits = [], 0.0, 0.0
+    for j, s in enumerate(plan.steps):
+        deps = model.sets[s.out]
+        once = max(1, math.ceil(math.prod(size[ix] for ix in deps) / groups))
+        extra = flops[j] * max(0, runs[j] - once) * scale
+        if extra <= 0:
+            continue
+        depth = max((pos[ix] for ix in deps), default=0)
+        rerun = [ix for ix in sched.sliced[:depth] if ix not in deps]
+        first = pos[rerun[0]] if rerun else depth
+        versions = math.prod(size[ix] for ix in deps if pos[ix] > first)
+        total += extra
+        if out_bytes[s.out] * versions <= sched.usable_memory:
+            fits += extra
+        rows.append({"step": j, "extra_flops": extra, "depends_on": len(deps),
+                     "reruns_for": rerun, "versions": versions,
+                     "bytes_per_version": out_bytes[s.out],
+                     "bytes_all_versions": out_bytes[s.out] * versions})
+    rows.sort(key=lambda r: -r["extra_flops"])
+    for r in rows:
+        r["share"] = r["extra_flops"] / total
+    return {"extra_flops": total, "fits_share": fits / total if total else 0.0,
+            "steps": rows[:top]}
+
 #: a step's fixed cost in the local executor, in FLOPs: about 25 us a step at 10 GFLOP/s
 #: (the n30 amplitude's small steps on this project's 2-core machine, BENCHMARKS.md 34)
 LOCAL_STEP_FLOPS = 2.5e5
