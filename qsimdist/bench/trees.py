@@ -22,8 +22,8 @@ P = 1024):
 * the paper's numbers (PAPER.md, Tables 1 and 2).
 
 A target without its own searched tree is scored on the tree searched for
-dgx-h100 at P = 8 (P = 1024 is too slow to score to search on), and the row
-says so; a workload without searched trees uses its saved plan for both sides,
+dgx-h100 at P = 8 (one score at P = 1024 takes 20-90 s, so few workloads have
+a search of their own there), and the row says so; a workload without searched trees uses its saved plan for both sides,
 and the row says "not searched". ``--search BUDGET`` runs the missing
 searches of ``--targets`` first (each starts from the saved plan's tree, so
 the P-device search and the baseline start from the same place).
@@ -156,7 +156,7 @@ def row(name: str, data: Path, profile: str, devices: int, reuse: bool = False) 
     tree_p, info_p, path_p = _searched(name, net, profile, devices, reuse)
     label = "searched"
     if tree_p is None and (profile, devices) != SEARCHED_FOR_LARGE_P:
-        # scoring one tree at P = 1024 takes tens of seconds, too slow to search on:
+        # no search for this target (one score at P = 1024 takes tens of seconds):
         # the tree searched for one DGX node stands in, and the row says so
         tree_p, info_p, path_p = _searched(name, net, *SEARCHED_FOR_LARGE_P, reuse)
         label = "searched for {} x {}".format(*SEARCHED_FOR_LARGE_P)
