@@ -42,6 +42,11 @@ def test_breakdown_and_order_loss_agree_and_are_shown(rect_row):
         assert 0.0 <= o["fits_share"] <= 1.0 and len(o["steps"]) <= 3
     text = markdown([r])
     assert "| rect | dgx-h100 x 8 (reuse) | searched" in text
+    # the own search CPU seconds of the trees each side used, beside the targets' budgets
+    used = r["tree_used_cpu_seconds"]
+    assert all(v is None or v > 0 for v in used.values())
+    shown_used = ", ".join("—" if used[k] is None else f"{used[k]:.0f} s" for k in ("P", "P=1"))
+    assert f"| {shown_used} | " in text
     assert "Where the executed FLOPs go" in text and "The order's cost" in text
     shown = [ln for ln in text.splitlines() if ln.startswith("| rect | dgx-h100 x 8 | ")]
     assert len(shown) == 2 + sum(1 for o in r["order_loss"].values() if o["steps"])
