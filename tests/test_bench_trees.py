@@ -54,3 +54,28 @@ def test_breakdown_and_order_loss_agree_and_are_shown(rect_row):
     if top:
         assert f"10^{math.log10(r['order_loss']['P']['extra_flops']):.2f} | step {top[0]['step']}:" \
             in text
+
+
+def test_search_for_another_target_starts_from_the_one_node_tree(tmp_path, monkeypatch):
+    """``--search`` with ``--reuse`` for a target other than one DGX node starts from
+    the tree searched for one DGX node, scores with reuse and writes ``..._reuse.json``."""
+    import json
+    import shutil
+
+    from qsimdist.bench import trees
+    from qsimdist.hardware import load_profile
+    from qsimdist.planner.search import Target, score_tree
+    from qsimdist.planner.trees import load_tree
+
+    node = trees.TREES / "rect_dgx-h100-8.json"
+    monkeypatch.setattr(trees, "TREES", tmp_path)
+    shutil.copy(node, tmp_path / node.name)
+    trees.run_search("rect", Path("/nonexistent"), "dgx-h100", 2, 1.0, reuse=True, seed=7)
+    out = tmp_path / "rect_dgx-h100-2_reuse.json"
+    info = json.loads(out.read_text())["meta"]["search"]
+    assert info["seed"] == 7 and info["target"]["devices"] == 2 and info["target"]["reuse"]
+    net, _, _ = trees.network_and_start("rect", Path("/nonexistent"))
+    start, _, _ = score_tree(net, load_tree(node, net), Target(load_profile("dgx-h100"), 2,
+                                                               reuse=True))
+    assert info["history"][0]["what"] == "start"
+    assert info["history"][0]["predicted_seconds"] == pytest.approx(start.seconds, rel=1e-9)

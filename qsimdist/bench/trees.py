@@ -23,10 +23,13 @@ P = 1024):
 
 A target without its own searched tree is scored on the tree searched for
 dgx-h100 at P = 8 (one score at P = 1024 takes 20-90 s, so few workloads have
-a search of their own there), and the row says so; a workload without searched trees uses its saved plan for both sides,
-and the row says "not searched". ``--search BUDGET`` runs the missing
-searches of ``--targets`` first (each starts from the saved plan's tree, so
-the P-device search and the baseline start from the same place).
+a search of their own there), and the row says so; a workload without
+searched trees uses its saved plan for both sides, and the row says "not
+searched". ``--search BUDGET`` runs the missing searches of ``--targets``
+first (``--seed``; with ``--reuse`` scored with reuse and written to
+``..._reuse.json``). A one-DGX-node target and its baseline start from the
+saved plan's tree, so both start from the same place; any other target (h100-ib
+x 1024) starts from the tree searched for one DGX node, where there is one.
 ``--reuse`` scores both sides with each group keeping step outputs across
 slices (:mod:`qsimdist.planner.distribution.reuse`), on the trees searched
 that way (``..._reuse.json``) where they exist. **Every number is a
@@ -42,7 +45,6 @@ import time
 from pathlib import Path
 
 from ..errors import InvalidInputError
-
 from .distribution import PLANS
 
 TREES = PLANS / "trees"
@@ -96,11 +98,19 @@ def tree_file(name: str, profile: str, devices: int, reuse: bool = False) -> Pat
     return TREES / f"{name}_{profile}-{devices}{'_reuse' if reuse else ''}.json"
 
 
-def run_search(name: str, data: Path, profile: str, devices: int, budget: float) -> None:
+def run_search(name: str, data: Path, profile: str, devices: int, budget: float,
+               reuse: bool = False, seed: int = 0) -> None:
+    """Search a tree for one target, written to its shipped tree file. A target other
+    than one DGX node starts from the tree searched for one DGX node where there is one
+    (a score at P = 1024 costs tens of seconds: the hyper-optimiser would spend the
+    budget), else from the saved plan's tree."""
     from qsimdist.hardware import load_profile
     from qsimdist.planner.search import Target, search
 
     net, start, _ = network_and_start(name, data)
+    if (profile, devices) != SEARCHED_FOR_LARGE_P:
+        node, _, _ = _searched(name, net, *SEARCHED_FOR_LARGE_P, reuse)
+        start = node if node is not None else start
     TREES.mkdir(parents=True, exist_ok=True)
 
     def say(state) -> None:
@@ -109,8 +119,8 @@ def run_search(name: str, data: Path, profile: str, devices: int, budget: float)
               f", 10^{math.log10(sc.flops_executed):.3f} FLOPs, {sc.seconds:.4g} s predicted",
               flush=True)
 
-    search(net, Target(load_profile(profile), devices), budget,
-           out=tree_file(name, profile, devices), start=start, progress=say)
+    search(net, Target(load_profile(profile), devices, reuse=reuse), budget,
+           out=tree_file(name, profile, devices, reuse), start=start, seed=seed, progress=say)
 
 
 def _searched(name: str, net, profile: str, devices: int, reuse: bool = False):
@@ -312,6 +322,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     help="PROFILE:P for --search")
     ap.add_argument("--reuse", action="store_true", help="score both sides with each group "
                     "keeping step outputs across slices where memory allows")
+    ap.add_argument("--seed", type=int, default=0, help="seed of --search's random choices")
     ap.add_argument("--devices", nargs="+", type=int, default=None,
                     help="only these P of the rows' targets")
     ap.add_argument("--json", default=None)
@@ -322,8 +333,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for name in args.only:
             for spec in args.targets:
                 prof, p = spec.split(":")
-                if not tree_file(name, prof, int(p)).exists():
-                    run_search(name, data, prof, int(p), budget)
+                if not tree_file(name, prof, int(p), args.reuse).exists():
+                    run_search(name, data, prof, int(p), budget, args.reuse, args.seed)
     rows = []
     for name in args.only:
         for prof, p in TARGETS:

@@ -139,6 +139,22 @@ class _Model:
     def cost(self, order: Sequence[str], kept) -> float:
         return sum(w * c for w, c in zip(self.weights, self.runs(order, kept)))
 
+    def once(self) -> list[int]:
+        """Per step: how often the busiest group runs it once per value of the sliced
+        indices it depends on (the floor no order of the slices goes below)."""
+        return [max(1, math.ceil(math.prod(self.size[ix] for ix in self.sets[s.out])
+                                 / self.groups)) for s in self.plan.steps]
+
+    def every(self) -> frozenset[int]:
+        """Every step output, as a kept set."""
+        return frozenset(range(self.n, self.n + len(self.plan.steps)))
+
+
+def _sched_model(plan: Plan, sched: Schedule) -> tuple[_Model, list[float], int]:
+    """(model weighted by per-device FLOPs, those FLOPs, devices per round) of a schedule."""
+    flops = [r.flops_per_device for r in sched.steps]
+    return _Model(plan, sched.groups, flops), flops, sched.group_size * sched.groups
+
 
 #: the tries an order gets after its first guess: random swaps of two positions, kept
 #: while they lower the cost with every output kept (seeded: a plan's order is repeatable)
@@ -170,7 +186,7 @@ def slice_order(plan: Plan, groups: int, weights: Sequence[float],
             first[ix] = min(first[ix], len(model.sets[s.out]))
             load[ix] += weights[j]
     order.sort(key=lambda ix: (first[ix], -load[ix], ix))
-    every = frozenset(range(model.n, model.n + len(plan.steps)))
+    every = model.every()
     best = model.cost(order, every)
     rng = random.Random(seed)
     idle, patience = 0, ORDER_PATIENCE * len(order)
@@ -347,16 +363,10 @@ def breakdown(plan: Plan, sched: Schedule, unsliced_flops: float) -> dict[str, f
     its ``flops_executed`` when it keeps any) and ``nothing_kept`` (every step
     once per slice).
     """
-    groups = sched.groups
-    flops = [r.flops_per_device for r in sched.steps]
-    model = _Model(plan, groups, flops)
-    scale = sched.group_size * groups
-    every = frozenset(range(model.n, model.n + len(plan.steps)))
-    size = plan.network.size_dict
-    once = sum(f * max(1, math.ceil(math.prod(size[ix] for ix in model.sets[s.out]) / groups))
-               for f, s in zip(flops, plan.steps))
+    model, flops, scale = _sched_model(plan, sched)
+    once = sum(f * c for f, c in zip(flops, model.once()))
     return {"unsliced": float(unsliced_flops), "once_per_value": once * scale,
-            "every_kept": model.cost(sched.sliced, every) * scale,
+            "every_kept": model.cost(sched.sliced, model.every()) * scale,
             "kept": model.cost(sched.sliced, frozenset(sched.kept or ())) * scale,
             "nothing_kept": model.cost(sched.sliced, frozenset()) * scale}
 
@@ -377,20 +387,15 @@ def order_loss(plan: Plan, sched: Schedule, top: int = 5) -> dict:
     usable memory: a bound on what keeping copies could recover) and the
     ``top`` steps by extra FLOPs. All of it is a cost-model prediction.
     """
-    groups = sched.groups
-    flops = [r.flops_per_device for r in sched.steps]
-    model = _Model(plan, groups, flops)
-    scale = sched.group_size * groups
-    every = frozenset(range(model.n, model.n + len(plan.steps)))
-    runs = model.runs(sched.sliced, every)
+    model, flops, scale = _sched_model(plan, sched)
+    runs, once_runs = model.runs(sched.sliced, model.every()), model.once()
     size = plan.network.size_dict
     pos = {ix: k + 1 for k, ix in enumerate(sched.sliced)}
     out_bytes = _out_bytes(plan, sched)
     rows, total, fits = [], 0.0, 0.0
     for j, s in enumerate(plan.steps):
         deps = model.sets[s.out]
-        once = max(1, math.ceil(math.prod(size[ix] for ix in deps) / groups))
-        extra = flops[j] * max(0, runs[j] - once) * scale
+        extra = flops[j] * max(0, runs[j] - once_runs[j]) * scale
         if extra <= 0:
             continue
         depth = max((pos[ix] for ix in deps), default=0)
@@ -409,6 +414,7 @@ def order_loss(plan: Plan, sched: Schedule, top: int = 5) -> dict:
         r["share"] = r["extra_flops"] / total
     return {"extra_flops": total, "fits_share": fits / total if total else 0.0,
             "steps": rows[:top]}
+
 
 #: a step's fixed cost in the local executor, in FLOPs: about 25 us a step at 10 GFLOP/s
 #: (the n30 amplitude's small steps on this project's 2-core machine, BENCHMARKS.md 34)
