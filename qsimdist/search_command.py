@@ -64,8 +64,10 @@ def search_command(
     budget: str = typer.Option("10m", "--budget", help="Wall-clock budget, e.g. 600, 30m, 2h "
                                "(a resumed search counts the time it already spent)."),
     tree: Optional[Path] = typer.Option(None, "--tree", help="Start from this tree or path "
-                                        "(see 'qsimdist plan --tree') instead of cotengra's "
-                                        "hyper-optimiser."),
+                                        "(see 'qsimdist plan --tree') instead of --start."),
+    start_from: str = typer.Option(
+        "greedy", "--start", help="Without --tree, start from cotengra's greedy tree (greedy) "
+        "or its slicing-aware hyper-optimiser, given a quarter of the budget (hyper)."),
     bitstring: Optional[str] = typer.Option(None, "--bitstring", "-b",
                                             help="Bitstring pattern (* = open). Default: zeros."),
     order: str = typer.Option("qiskit", "--order", help=f"Bitstring order: {' or '.join(ORDERS)}."),
@@ -121,7 +123,7 @@ def search_command(
 
     state = search(net, Target.with_memory(prof, p, dtype, per_device, reuse), seconds, out=out,
                    start=start, seed=seed, resume=not fresh, narrower=narrower,
-                   progress=report)
+                   start_from=start_from, progress=report)
     if as_json:
         typer.echo(json.dumps(dict(state.meta()["search"], file=str(out))))
         return

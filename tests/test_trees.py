@@ -240,3 +240,19 @@ def test_search_for_a_per_device_memory(tmp_path, capsys):
     one_error_line(rc, err, "holds a search for")
     rc, _, err = cli(capsys, *args[:-1], "none", "--budget", "4")
     one_error_line(rc, err, "needs a size")
+
+
+def test_search_starts_from_the_greedy_tree_or_the_hyper_optimiser(tmp_path, capsys, net):
+    """Without --tree a search starts from cotengra's greedy tree (the default) or, with
+    --start hyper, from its hyper-optimiser; the saved tree says which."""
+    for kind, origin in ((None, "cotengra greedy"), ("hyper", "cotengra hyper-optimiser")):
+        out = tmp_path / f"{kind}.json"
+        extra = [] if kind is None else ["--start", kind]
+        rc, stdout, err = cli(capsys, "search", CIRCUIT, "-b", BITS, "--profile", "local-cpu",
+                              "--devices", "1", "--out", out, "--budget", "3", *extra)
+        assert rc == 0, err
+        assert origin in load_tree(out, net).meta["from"]
+    rc, _, err = cli(capsys, "search", CIRCUIT, "-b", BITS, "--profile", "local-cpu",
+                     "--out", tmp_path / "x.json", "--budget", "3", "--start", "kahypar")
+    one_error_line(rc, err, "greedy, hyper", "'kahypar'")
+    assert not (tmp_path / "x.json").exists()

@@ -7,8 +7,10 @@ each device's memory, slicing and sharding chosen together for that tree.
 P = 1 gives the competitive one-device baseline: the same search, the same
 budget, the same memory per device.
 
-The search starts from a given tree or from cotengra's slicing-aware
-hyper-optimiser, then runs rounds of cotengra's simulated annealing of the
+The search starts from a given tree, from cotengra's greedy tree (the
+default: annealing makes a good tree of it within a few rounds) or from
+cotengra's slicing-aware hyper-optimiser (``start_from="hyper"``, given a
+quarter of the budget), then runs rounds of cotengra's simulated annealing of the
 tree, sliced to the width the best schedule fits at (with ``narrower=K``, up
 to K powers of two below it: each round draws its width, favouring the
 offsets that have produced better trees). After each round the
@@ -24,9 +26,9 @@ import os
 import random
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ..errors import InvalidInputError, PlanError, PlanFormatError
 from ..hardware import HardwareProfile
@@ -35,6 +37,9 @@ from .trees import Tree, from_cotengra, load_tree, save_tree, to_cotengra
 
 #: the share of the budget the first hyper-optimiser search may take (no start tree)
 HYPER_SHARE = 0.25
+#: where a search without a start tree begins (BENCHMARKS.md 38: on n56m20 at P = 8,
+#: three rounds from the greedy tree beat 8 minutes from the hyper-optimiser by 10^3)
+START_FROM = ("greedy", "hyper")
 #: annealing sweeps per round: rounds of about this many seconds report progress and
 #: save state often enough to resume, and long enough that scoring is a small share
 ROUND_SECONDS = 60.0
@@ -220,13 +225,16 @@ def _anneal(ctree, width_log2: float, seconds: float, rng: random.Random):
 def search(net: Network, target: Target, budget_seconds: float, *, out: str | os.PathLike,
            start: Tree | None = None, seed: int = 0, resume: bool = True,
            round_seconds: float = ROUND_SECONDS, narrower: int = 0,
+           start_from: str = "greedy",
            progress: Callable[[SearchState], None] | None = None) -> SearchState:
     """Search a tree for ``net`` on ``target`` within ``budget_seconds`` of wall clock.
 
     ``out`` is the state file: written after every round; when it already
     holds a search for this target and ``resume``, the search continues from
     it (its spent time counts against the budget). ``start`` is a tree to
-    start from instead of a hyper-optimiser search. ``narrower``: each round
+    start from; without one the search starts from ``start_from``: cotengra's
+    greedy tree (``"greedy"``) or its slicing-aware hyper-optimiser given
+    :data:`HYPER_SHARE` of the budget (``"hyper"``). ``narrower``: each round
     anneals at the best schedule's width or up to this many powers of two below
     it, drawn by the offsets' past wins (0: always at the schedule's width).
     """
@@ -237,6 +245,9 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
                                 f"schedule's width to anneal at), not {narrower}")
     if not budget_seconds > 0:
         raise InvalidInputError(f"the search budget must be positive, not {budget_seconds}")
+    if start_from not in START_FROM:
+        raise InvalidInputError(f"a search starts from one of {', '.join(START_FROM)}, "
+                                f"not {start_from!r}")
     if net.num_tensors < 2:
         raise InvalidInputError("a network of one tensor has nothing to search")
     out = Path(out)
@@ -253,6 +264,8 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
         seed = prior["seed"]
     elif start is not None:
         tree = start
+    elif start_from == "greedy":
+        tree = _greedy_tree(net)
     else:
         share = max(1.0, HYPER_SHARE * budget_seconds)
         mem_elems = target.profile.usable_memory * target.devices // (
@@ -315,6 +328,16 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
     state.record("end")
     state.save(out, net)
     return state
+
+
+def _greedy_tree(net: Network) -> Tree:
+    """cotengra's greedy tree of ``net``, unsliced (the annealing slices it)."""
+    import cotengra as ctg
+
+    inputs, output, size_dict, _ = net.symbolic()
+    t = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
+    return Tree([tuple(int(x) for x in p) for p in t.get_ssa_path()], [],
+                {"from": "cotengra greedy"})
 
 
 def _itemsize(dtype: str) -> int:
