@@ -94,7 +94,7 @@ def search_command(
     from ._fileio import check_output_target
     from .api import plan_network
     from .hardware import load_profile
-    from .planner.search import MAX_NARROWER, Target, search
+    from .planner.search import MAX_NARROWER, START_FROM, Target, search
     from .planner.trees import load_tree
 
     seconds = parse_budget(budget)
@@ -102,6 +102,9 @@ def search_command(
         raise InvalidInputError(f"--narrower must be 0..{MAX_NARROWER}, got {narrower}")
     if seed < 0:
         raise InvalidInputError(f"--seed must be >= 0, got {seed}")
+    if start_from not in START_FROM:
+        raise InvalidInputError(f"--start must be one of {', '.join(START_FROM)}, "
+                                f"not {start_from!r}")
     check_output_target(out, "--out")
     prof = load_profile(profile)
     p = devices if devices is not None else prof.devices_per_node

@@ -102,8 +102,8 @@ def run_search(name: str, data: Path, profile: str, devices: int, budget: float,
                reuse: bool = False, seed: int = 0) -> None:
     """Search a tree for one target, written to its shipped tree file. A target other
     than one DGX node starts from the tree searched for one DGX node where there is one
-    (a score at P = 1024 costs tens of seconds: the hyper-optimiser would spend the
-    budget), else from the saved plan's tree."""
+    (a score at P = 1024 costs tens of seconds, so few rounds fit a budget there),
+    else from the saved plan's tree."""
     from qsimdist.hardware import load_profile
     from qsimdist.planner.search import Target, search
 
