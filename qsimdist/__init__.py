@@ -32,7 +32,19 @@ from .network import Network, load_network, save_network
 from .planner.path import PathOptions
 from .planner.plan import Plan
 
-__version__ = "0.1.0"
+
+
+def _installed_version() -> str:
+    """The version pyproject.toml gives, as the installed distribution records it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("qsimdist")
+    except PackageNotFoundError:  # a source tree on sys.path that was never installed
+        return "0+unknown"
+
+
+__version__ = _installed_version()
 
 
 def __getattr__(name: str):

@@ -73,11 +73,6 @@ from .search_command import search_command as _search_command  # noqa: E402
 
 app.command(name="search")(_search_command)
 
-from .bench.command import bench as _bench  # noqa: E402
-from .bench.command import bench_report as _bench_report  # noqa: E402
-
-app.command(name="bench")(_bench)
-app.command(name="bench-report")(_bench_report)
 
 
 from .qiskit.cli_commands import sample as _sample  # noqa: E402

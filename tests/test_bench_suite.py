@@ -15,9 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qsimdist.bench import gpu, report_md, suite
-from qsimdist.cli import main
+from benchmarks import gpu, report_md, suite
+from benchmarks.command import main
 from qsimdist.errors import InvalidInputError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SPEC = suite.SuiteSpec(
     name="tiny", repeats=1, search_repeats=2,
@@ -148,9 +150,9 @@ def test_ep_plot_from_mpi_records(bench_result, tmp_path):
 
 
 def test_bad_suite_exits_2_with_one_line(capsys):
-    assert main(["bench", "--suite", "nope"]) == 2
+    assert main(["run", "--suite", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["qsimdist: error: unknown suite 'nope'; valid: tiny, quick, full"]
+    assert err == ["benchmarks: error: unknown suite 'nope'; valid: tiny, quick, full"]
 
 
 PRIMITIVES_SPEC = dataclasses.replace(SPEC, primitives=("rc6",), primitive_shots=200,
@@ -236,7 +238,7 @@ def test_deep_amplitude_rows(tmp_path, monkeypatch):
     (folder / "circuit_q4.qsim").write_text("4\n" + "\n".join(gates) + "\n")
     monkeypatch.setattr(suite, "_importable", lambda module: module != "qsimcirq")
     rec = suite.deep_amplitude("q4", tmp_path)
-    from qsimdist.bench import statevector
+    from benchmarks import statevector
 
     assert [x["contender"] for x in rec["rows"]] == list(statevector.CONTENDERS)
     assert rec["n_qubits"] == 4 and all(x["circuit"] == "q4" for x in rec["rows"])
@@ -255,16 +257,16 @@ def test_deep_amplitude_rows(tmp_path, monkeypatch):
 
 
 def test_bad_sections_exit_2_with_one_line(capsys):
-    assert main(["bench", "--suite", "tiny", "--sections", "primitives,nope"]) == 2
+    assert main(["run", "--suite", "tiny", "--sections", "primitives,nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "nope" in err[0] and err[0].startswith("qsimdist: error: ")
+    assert len(err) == 1 and "nope" in err[0] and err[0].startswith("benchmarks: error: ")
     assert err[0].endswith("valid: " + ", ".join(suite.SECTIONS))
 
 
 def test_sections_option_is_passed_through(monkeypatch):
     seen = {}
     monkeypatch.setattr(suite, "bench_command", lambda *a, **k: seen.update(k))
-    assert main(["bench", "--suite", "tiny", "--sections", "primitives, deep_amplitude",
+    assert main(["run", "--suite", "tiny", "--sections", "primitives, deep_amplitude",
                  "--sections", "mpi"]) == 0
     assert seen["only"] == ("primitives", "deep_amplitude", "mpi")
 
@@ -272,7 +274,7 @@ def test_sections_option_is_passed_through(monkeypatch):
 def test_bench_report_refuses_other_json(capsys, tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text('{"schema": "qsimdist.plan"}')
-    assert main(["bench-report", str(bad)]) == 2
+    assert main(["report", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not a qsimdist bench result" in err[0]
 
@@ -299,8 +301,8 @@ def test_gemm_variants_report_errors():
 
 @pytest.mark.skipif(gpu.gpu_reason() is None, reason="a GPU is present")
 def test_gpu_script_without_gpu_says_so():
-    proc = subprocess.run([sys.executable, "-m", "qsimdist.bench.gpu"], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu"], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "no GPU to measure" in proc.stderr
 
@@ -308,9 +310,9 @@ def test_gpu_script_without_gpu_says_so():
 @pytest.mark.slow
 def test_gpu_script_dry_run(tmp_path):
     out = tmp_path / "gpu.json"
-    proc = subprocess.run([sys.executable, "-m", "qsimdist.bench.gpu", "--dry-run", "--gemm-n",
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu", "--dry-run", "--gemm-n",
                            "64", "--repeats", "1", "--search-repeats", "2", "--json", str(out)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     r = json.loads(out.read_text())
     assert r["dry_run"] and len(r["same_path"]) == 2 and not r["skipped"]
@@ -326,7 +328,7 @@ def test_gpu_script_dry_run(tmp_path):
 
 def test_gemm_modes_bench(tmp_path, monkeypatch, capsys):
     """The GEMM-mode bench: every mode's time, the steps it changed and its errors."""
-    from qsimdist.bench import gemm_modes
+    from benchmarks import gemm_modes
     from qsimdist.executors import local
 
     monkeypatch.setattr(local, "GAUSS_MIN_EXTENT", 2)  # small network: let 3M run somewhere
@@ -346,14 +348,14 @@ def test_gemm_modes_bench(tmp_path, monkeypatch, capsys):
     assert gemm_modes.main([str(bundled_circuit("rqc_3x4_m8.qasm")), "--repeats", "1",
                             "--search-repeats", "2", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "qsimdist.bench.gemm_modes" and doc["results"][0]["modes"]
+    assert doc["schema"] == "benchmarks.gemm_modes" and doc["results"][0]["modes"]
 
 
 @pytest.mark.slow
 def test_batches_bench_row_compares_the_grouping_with_one_by_one(shared_data):
     """bench.batches: the issue's n30 pair at 64MiB, batched and one by one in fresh
     processes; the row holds both sides, equal amplitudes, the grouping and its price."""
-    from qsimdist.bench import batches
+    from benchmarks import batches
 
     row = batches.compare(shared_data, "pair", "64MiB", repeats=1)
     for side in ("batched", "one_by_one"):
@@ -371,7 +373,7 @@ def test_batches_bench_row_compares_the_grouping_with_one_by_one(shared_data):
 
 
 def test_batches_bench_refuses_a_missing_data_folder(tmp_path, capsys):
-    from qsimdist.bench import batches
+    from benchmarks import batches
 
     assert batches.main(["--data", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -384,7 +386,7 @@ def test_batches_bench_refuses_a_missing_data_folder(tmp_path, capsys):
 def test_bench_repeats_below_one_are_refused_with_one_line(module, capsys):
     import importlib
 
-    mod = importlib.import_module(f"qsimdist.bench.{module}")
+    mod = importlib.import_module(f"benchmarks.{module}")
     with pytest.raises(SystemExit) as exc:
         mod.main(["--repeats", "0"])
     assert exc.value.code == 2

@@ -1,7 +1,7 @@
-"""``python -m qsimdist.bench.trees``: one row scored on the shipped lattice trees.
+"""``python -m benchmarks.trees``: one row scored on the shipped lattice trees.
 
 The rect workload is built here (no reference data needed); its searched
-trees ship under ``qsimdist/bench/plans/trees``. The row's ratios follow from
+trees ship under ``benchmarks/plans/trees``. The row's ratios follow from
 its own predicted totals, and with reuse each side's breakdown and order's
 cost agree with each other and appear in the markdown.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from qsimdist.bench.trees import markdown, row
+from benchmarks.trees import markdown, row
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_search_for_another_target_starts_from_the_one_node_tree(tmp_path, monke
     import json
     import shutil
 
-    from qsimdist.bench import trees
+    from benchmarks import trees
     from qsimdist.hardware import load_profile
     from qsimdist.planner.search import Target, score_tree
     from qsimdist.planner.trees import load_tree

@@ -217,7 +217,7 @@ def test_plan_with_tiled_steps_matches_einsum(seed):
 @pytest.mark.parametrize("seed", range(30))  # 13 tiled, 10 plain GEMM, 5 broadcast, 2 loop
 def test_kernel_fit_choice_follows_gemm_step(seed):
     """The kernel-fit bench's choice rule (used for its regret numbers) is the planner's."""
-    from qsimdist.bench.kernel_fit import choice
+    from benchmarks.kernel_fit import choice
 
     rng = np.random.default_rng(seed)
     # a small operand (gate-like) on a large one, outer modes interleaved, no shared mode

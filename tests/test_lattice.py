@@ -28,7 +28,7 @@ from qsimdist.lattice import (
 
 ROOT = Path(__file__).resolve().parents[1]
 LATTICE_DIR = ROOT / "circuits" / "lattice"
-PLANS = ROOT / "qsimdist" / "bench" / "plans"
+PLANS = ROOT / "benchmarks" / "plans"
 
 
 def reference_state(lat, steps: int, theta_j: float, theta_h: float) -> np.ndarray:
@@ -211,7 +211,7 @@ def test_regenerating_bundled_files_is_identical(tmp_path):
 SAVED = sorted(PLANS.glob("tfim_*-*.json"))
 
 
-@pytest.mark.skipif(not SAVED, reason="no saved tfim schedules in qsimdist/bench/plans")
+@pytest.mark.skipif(not SAVED, reason="no saved tfim schedules in benchmarks/plans")
 @pytest.mark.parametrize("path", SAVED, ids=[p.stem for p in SAVED])
 def test_saved_schedules_load_and_replay(path):
     """Each saved dp schedule loads (validated) and replays on shapes within its profile."""

@@ -108,7 +108,7 @@ def test_saved_schedule_checked_against_the_hosts_share():
 
     from qsimdist.config import default_memory_limit
 
-    plan = Path(mpi_matrix.ROOT) / "qsimdist" / "bench" / "plans" / \
+    plan = Path(mpi_matrix.ROOT) / "benchmarks" / "plans" / \
         "tfim_hex_8x8_t10_dgx-h100-8.json"
     need = 36 * 2**30
     share = default_memory_limit()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import qsimdist
-from qsimdist.bench.reference_n30 import AMPLITUDES, CIRCUIT, compare, read_reference
+from benchmarks.reference_n30 import AMPLITUDES, CIRCUIT, compare, read_reference
 from qsimdist.frontends import expand_bitstring
 
 

@@ -272,9 +272,9 @@ def test_router_prices_numbas_start_for_small_states(monkeypatch):
 
 @needs_qsim
 def test_statevector_bench_runs_side_by_side(tmp_path):
-    """qsimdist.bench.statevector on a small qsim-format circuit: qsimdist and qsimcirq
+    """benchmarks.statevector on a small qsim-format circuit: qsimdist and qsimcirq
     each in a process, the same amplitude, the table rendered."""
-    from qsimdist.bench import statevector as bench
+    from benchmarks import statevector as bench
 
     folder = tmp_path / "circuits" / "qsim"
     folder.mkdir(parents=True)

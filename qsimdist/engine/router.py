@@ -179,7 +179,7 @@ TERM_SECONDS_PER_ELEMENT = 2.0e-9
 #: seconds per state element per Pauli string read by the compiled blocked kernel, every
 #: string in one pass (:func:`qsimdist.executors.sv_kernels.pauli_expectations`, states of
 #: 14+ qubits; 0.99-1.06 ns in complex128 at 20-24 qubits, 20 strings of weight 3-4,
-#: ``python -m qsimdist.bench.sv_kernel_fit``, BENCHMARKS.md section 32)
+#: ``python -m benchmarks.sv_kernel_fit``, BENCHMARKS.md section 32)
 PAULI_PASS_SECONDS_PER_ELEMENT = 1.0e-9
 #: seconds per state element to turn the state into a marginal (``|a|^2``, then one sum)
 MARGINAL_SECONDS_PER_ELEMENT = 3.0e-9

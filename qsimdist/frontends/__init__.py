@@ -113,16 +113,26 @@ def load(source) -> GateCircuit | Network:
 
     Accepted: a path to ``.qasm``/``.qasm2``/``.qasm3`` (OpenQASM 2 or 3, from
     the header), ``.qsim``, or ``.json`` (cotengra-style network, arrays from a
-    sibling ``.npz``); a Qiskit ``QuantumCircuit``; a quimb ``Circuit`` or
+    sibling ``.npz``); the name of a bundled circuit where no such file exists
+    (``"ghz_n12"`` is the bundled ``ghz_n12.qasm``); a Qiskit ``QuantumCircuit``; a quimb ``Circuit`` or
     ``TensorNetwork``; a ``GateCircuit`` or ``Network``.
     """
     if isinstance(source, (GateCircuit, Network)):
         return source
     if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
+        from ..bundled import resolve_circuit_path
+
+        path = resolve_circuit_path(Path(source))
         reader = FILE_READERS.get(path.suffix.lower())
         if reader is None:
             valid = ", ".join(FILE_READERS)
+            if not path.suffix:
+                from ..bundled import bundled_names
+
+                raise CircuitParseError(
+                    f"no file or bundled circuit {shorten(str(path))}; give a file ending in "
+                    f"{valid}, or a bundled circuit: {', '.join(bundled_names())}"
+                )
             raise CircuitParseError(
                 f"cannot tell the format of {shorten(str(path))}: suffix must be one of {valid}"
             )

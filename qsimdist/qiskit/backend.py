@@ -24,13 +24,14 @@ import uuid
 import numpy as np
 from qiskit.providers import BackendV2, JobStatus, JobV1, Options
 
+from .. import __version__
 from ..errors import InvalidInputError, shorten
 from .errors import qiskit_errors
 from .sampler import SamplerOptions, sample_circuit
 
 #: the widest circuit the target declares (the frontend's own file limit)
 TARGET_QUBITS = 4096
-_VERSION = "0.1.0"
+_VERSION = __version__
 
 
 def _target():

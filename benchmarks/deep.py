@@ -1,7 +1,7 @@
 """Deep, narrow circuits: qsimdist end to end against Aer's statevector, side by side.
 
-    python -m qsimdist.bench.deep [--data ../shared/data] [--repeats 3] [--files a,b]
-    python -m qsimdist.bench.deep --planning-plot docs/planning_time.png
+    python -m benchmarks.deep [--data ../shared/data] [--repeats 3] [--files a,b]
+    python -m benchmarks.deep --planning-plot docs/planning_time.png
 
 For each RevLib circuit in ``DATA/circuits/revlib/``:
 

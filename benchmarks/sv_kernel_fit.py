@@ -8,7 +8,7 @@ random qubits, read together; the time per string) on ``2^n`` states, the median
 ``COMPILED_*`` constants (``qsimdist.frontends.fusion``) and the router's
 ``PAULI_PASS_SECONDS_PER_ELEMENT`` are fitted to these numbers. Run::
 
-    python -m qsimdist.bench.sv_kernel_fit [--qubits 20 24] [--repeats 5]
+    python -m benchmarks.sv_kernel_fit [--qubits 20 24] [--repeats 5]
 """
 
 from __future__ import annotations

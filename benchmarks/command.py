@@ -1,4 +1,10 @@
-"""The ``qsimdist bench`` and ``qsimdist bench-report`` commands (registered in ``cli.py``)."""
+"""``python -m benchmarks run`` and ``python -m benchmarks report``: the peer comparison suite.
+
+Run from a source checkout (the harness, its trees and plans are not in the wheel)::
+
+    python -m benchmarks run --suite quick --json docs/bench/quick.json --data ../shared/data
+    python -m benchmarks report docs/bench/quick.json
+"""
 
 from __future__ import annotations
 
@@ -34,7 +40,7 @@ def bench(
     ),
 ) -> None:
     """Benchmark qsimdist beside cotengra, quimb, Qiskit Aer, qsim and itself under MPI."""
-    from .suite import SECTIONS, bench_command, get_suite
+    from benchmarks.suite import SECTIONS, bench_command, get_suite
 
     get_suite(suite)  # a bad name fails before anything runs
     only = None
@@ -42,22 +48,47 @@ def bench(
         only = tuple(name.strip() for value in sections for name in value.split(",")
                      if name.strip())
         if not only:
-            from ..errors import InvalidInputError
+            from qsimdist.errors import InvalidInputError
 
             raise InvalidInputError(f"--sections names no section; valid: {', '.join(SECTIONS)}")
     bench_command(suite, json_path, out, report, benchmarks, data, quiet, only=only)
 
 
 def bench_report(
-    json_file: Path = typer.Argument(..., help="A JSON file written by qsimdist bench --json."),
+    json_file: Path = typer.Argument(..., help="A JSON file written by python -m benchmarks run --json."),
     out: Path = typer.Option(Path("docs/bench"), "--out", help="Folder for the PNGs."),
     benchmarks: Path = typer.Option(
         Path("BENCHMARKS.md"), "--benchmarks",
         help="Markdown file whose marked section is replaced."
     ),
 ) -> None:
-    """Regenerate the benchmark section of BENCHMARKS.md and its plots from a bench JSON."""
-    from .report_md import report_command
+    """Regenerate the marked suite section of BENCHMARKS.md and its plots from a suite JSON."""
+    from benchmarks.report_md import report_command
 
     written = report_command(json_file, benchmarks, out)
     typer.echo(f"report written to {benchmarks} and {', '.join(str(p) for p in written)}")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """``python -m benchmarks``: qsimdist errors become one line and exit code 2."""
+    from qsimdist.errors import QsimdistError
+
+    app = typer.Typer(name="python -m benchmarks", add_completion=False, no_args_is_help=True,
+                      pretty_exceptions_enable=False,
+                      context_settings={"help_option_names": ["-h", "--help"]},
+                      help="qsimdist beside cotengra, quimb, Qiskit Aer and qsim (source checkout).")
+    app.command(name="run")(bench)
+    app.command(name="report")(bench_report)
+    try:
+        rv = app(args=argv, standalone_mode=False)
+    except QsimdistError as exc:
+        typer.echo(f"benchmarks: error: {exc}", err=True)
+        return 2
+    except typer.Exit as exc:
+        return exc.exit_code
+    except Exception as exc:  # click's usage errors carry format_message()
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+            typer.echo(f"benchmarks: error: {exc.format_message()}", err=True)
+            return 2
+        raise
+    return rv if isinstance(rv, int) else 0

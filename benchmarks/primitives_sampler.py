@@ -2,7 +2,7 @@
 
 Run::
 
-    python -m qsimdist.bench.primitives_sampler [--repeats 5] [--shots 1000] [--json]
+    python -m benchmarks.primitives_sampler [--repeats 5] [--shots 1000] [--json]
 
 For each circuit, every repeat times, interleaved: a *cold* qsimdist call (a
 new ``SamplerV2`` with the in-memory and on-disk path caches emptied, so the

@@ -1,6 +1,6 @@
-"""``qsimdist bench``: qsimdist side by side with what users would otherwise pick.
+"""``python -m benchmarks run``: qsimdist side by side with what users would otherwise pick.
 
-    qsimdist bench [--suite tiny|quick|full] [--sections NAME,...] [--json FILE] [--out DIR]
+    python -m benchmarks run [--suite tiny|quick|full] [--sections NAME,...] [--json FILE] [--out DIR]
         [--report]
 
 Every comparison runs in this one process (the MPI one in an ``mpiexec``
@@ -18,7 +18,7 @@ Comparisons:
 * **end to end** -- one amplitude from a circuit file: qsimdist against quimb's
   ``Circuit.amplitude`` with the same hyper-optimiser budget (trials), and
   against Qiskit Aer's statevector (up to 28 qubits);
-* **mpi** -- ``python -m qsimdist.bench.mpi`` under ``mpiexec -n P``: measured
+* **mpi** -- ``python -m benchmarks.mpi`` under ``mpiexec -n P``: measured
   E_P and R_P, the communication share, predicted against measured time;
 * **planning** -- planning with an empty path cache against re-planning with
   the structure cache warm, and the time to the first amplitude in a fresh
@@ -56,7 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InvalidInputError, QsimdistError
+from qsimdist.errors import InvalidInputError, QsimdistError
 from .primitives_vs_aer import CASES as PRIMITIVE_CASES
 from .primitives_vs_aer import WIDE as PRIMITIVE_WIDE
 from .result import SCHEMA, SCHEMA_VERSION, load_json, write_json
@@ -210,7 +210,7 @@ def _cpu_model() -> str:
 
 def machine_info() -> dict:
     """CPU model, cores, memory, OS and load average of this machine."""
-    from ..engine.memory import machine_memory
+    from qsimdist.engine.memory import machine_memory
 
     info = {"cpu_model": _cpu_model(), "cores": os.cpu_count(), "memory_bytes": machine_memory(),
             "platform": platform.platform(), "hostname_hash": hash(platform.node()) & 0xFFFF}
@@ -257,7 +257,7 @@ def _generator():
     """``circuits/generate.py`` as a module (the bundled circuits' generator)."""
     import importlib.util
 
-    from ..bundled import circuits_dir
+    from qsimdist.bundled import circuits_dir
 
     path = circuits_dir() / "generate.py"
     if not path.is_file():
@@ -285,7 +285,7 @@ def resolve(case: Case, data: Path, scratch: Path) -> Path:
     """The circuit file of ``case``; raises :class:`Skip` with the reason when it is absent."""
     kind, _, rest = case.source.partition(":")
     if kind == "bundled":
-        from ..bundled import bundled_circuit
+        from qsimdist.bundled import bundled_circuit
 
         return bundled_circuit(rest)
     if kind == "shared":
@@ -302,7 +302,7 @@ def resolve(case: Case, data: Path, scratch: Path) -> Path:
 
 def n_qubits_of(path: Path) -> int:
     """Qubit count of a circuit file (through qsimdist's frontends)."""
-    from ..frontends import load
+    from qsimdist.frontends import load
 
     return load(str(path)).n_qubits
 
@@ -378,7 +378,7 @@ def step_times(plan, passes: int = 2) -> list[dict]:
     driven here through its own ``load_leaf`` and ``run_step`` (the same
     kernels :meth:`Plan.execute` runs), with a buffer pool as it makes one.
     """
-    from ..executors import kernels, local
+    from qsimdist.executors import kernels, local
 
     xp, dtype = np, np.dtype(plan.dtype)
     compiled = kernels.worthwhile(plan.stats.flops)
@@ -410,7 +410,7 @@ def _rel(a: complex | np.ndarray, b: complex | np.ndarray) -> float:
 
 
 def _path_options(spec: SuiteSpec, cache: bool = False):
-    from ..planner.path import PathOptions
+    from qsimdist.planner.path import PathOptions
 
     return PathOptions(max_repeats=spec.search_repeats, cache=cache, parallel=False)
 
@@ -637,7 +637,7 @@ def first_amplitude(case: Case, spec: SuiteSpec, data: Path, scratch: Path,
 
 def mpi_comparison(ranks: int, spec: SuiteSpec, data: Path, scratch: Path,
                    timeout: float = 900.0) -> dict:
-    """``qsimdist.bench.mpi`` under ``mpiexec -n ranks``, folded into one record."""
+    """``benchmarks.mpi`` under ``mpiexec -n ranks``, folded into one record."""
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         raise Skip("mpiexec not found (pip install 'qsimdist[mpi]')")
@@ -648,7 +648,7 @@ def mpi_comparison(ranks: int, spec: SuiteSpec, data: Path, scratch: Path,
     if not (data / N30).is_file():
         raise Skip(f"reference data {data / N30} not found")
     out_json = scratch / f"mpi_{ranks}.json"
-    cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "qsimdist.bench.mpi",
+    cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "benchmarks.mpi",
            "--data", str(data), "--repeats", str(spec.mpi_repeats), "--json", str(out_json)]
     t = time.perf_counter()
     try:
@@ -667,7 +667,7 @@ def mpi_comparison(ranks: int, spec: SuiteSpec, data: Path, scratch: Path,
     meas = raw["measured_seconds"]
     return {
         "ranks": ranks, "wall_s": wall,
-        "command": f"mpiexec -n {ranks} python -m mpi4py -m qsimdist.bench.mpi --data {data} "
+        "command": f"mpiexec -n {ranks} python -m mpi4py -m benchmarks.mpi --data {data} "
                    f"--repeats {spec.mpi_repeats}",
         "E_P_measured": raw["measured_E_2"], "R_P": raw["R_2"],
         "E_P_over_R_P": raw["E_2_over_R_2"],
@@ -718,7 +718,7 @@ def primitives_comparison(primitive: str, case: str, spec: SuiteSpec,
     elif not aer:
         row["aer"] = {"error": "qiskit-aer is not installed (pip install 'qsimdist[aer]')"}
     row["shots"] = spec.primitive_shots
-    row["command"] = (f"python -m qsimdist.bench.primitives_vs_aer --primitives {primitive} "
+    row["command"] = (f"python -m benchmarks.primitives_vs_aer --primitives {primitive} "
                       f"--cases {case} --shots {spec.primitive_shots} "
                       f"--repeats {spec.primitive_repeats}")
     return row
@@ -749,7 +749,7 @@ def deep_amplitude(circuit: str, data: Path, timeout: float = 1800.0) -> dict:
     path = statevector.circuit_path(circuit, data)
     return {"circuit": circuit, "file": str(path),
             "n_qubits": int(path.read_text().split("\n", 1)[0]),
-            "command": f"python -m qsimdist.bench.statevector --data {data} --circuits {circuit}",
+            "command": f"python -m benchmarks.statevector --data {data} --circuits {circuit}",
             "rows": [by_name[k] for k in statevector.CONTENDERS if k in by_name]}
 
 
@@ -857,7 +857,7 @@ def run_suite(spec: SuiteSpec | str, data: Path | None = None, command: str | No
     wanted = set(only) if only is not None else set(sections)
     result: dict = {
         "schema": SCHEMA, "version": SCHEMA_VERSION, "suite": spec.name,
-        "command": command or " ".join(["qsimdist", "bench", "--suite", spec.name]),
+        "command": command or " ".join(["python -m benchmarks run --suite", spec.name]),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_info(), "versions": library_versions(),
         "environment": {k: os.environ.get(k) for k in ("OPENBLAS_THREAD_TIMEOUT",
@@ -931,7 +931,7 @@ def run_suite(spec: SuiteSpec | str, data: Path | None = None, command: str | No
 
 def summary_lines(result: dict) -> list[str]:
     """The table printed at the end of a run (plain text)."""
-    lines = [f"qsimdist bench --suite {result['suite']}  ({result['date']}, "
+    lines = [f"python -m benchmarks run --suite {result['suite']}  ({result['date']}, "
              f"{result['machine']['cpu_model']}, {result['machine']['cores']} cores, "
              f"{result.get('wall_s', 0):.0f} s)"]
     c = result.get("ceilings", {})
@@ -997,12 +997,13 @@ def summary_lines(result: dict) -> list[str]:
 def bench_command(suite: str, json_path: Path | None, out: Path, report: bool,
                   benchmarks: Path, data: Path | None, quiet: bool = False,
                   only: tuple[str, ...] | None = None) -> dict:
-    """What ``qsimdist bench`` does: run, print the table, write JSON and the report.
+    """What ``python -m benchmarks run`` does: run, print the table, write JSON and the report.
 
     ``only``: the sections to run (``None``: all of them).
     """
     spec = get_suite(suite)
-    command = " ".join(["qsimdist", *sys.argv[1:]]) if sys.argv[1:2] == ["bench"] else None
+    command = (" ".join(["python -m benchmarks", *sys.argv[1:]])
+               if sys.argv[1:2] == ["run"] else None)
     result = run_suite(spec, data=data, command=command, quiet=quiet, only=only)
     for line in summary_lines(result):
         print(line)

@@ -24,7 +24,7 @@ prediction depends on (checked per row: ``pm_sector_only``). The d=5
 circuit-level rows run only in that mode: with every detector, the sweep is
 predicted at 10^12.3 multiply-adds and 2^29 elements per shot.
 
-    python -m qsimdist.bench.qec --shots 10000 --json bench_qec.json
+    python -m benchmarks.qec --shots 10000 --json bench_qec.json
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def predicted_cost(circ, detectors: str = "all") -> dict:
     """Per-shot cost of the sweep path (cotengra's multiply-adds and largest intermediate)."""
     import cotengra as ctg
 
-    from ..qec.decoder import MLDecoder
-    from ..qec.network import build_network, sweep_path
+    from qsimdist.qec.decoder import MLDecoder
+    from qsimdist.qec.network import build_network, sweep_path
 
     model = MLDecoder(circ, detectors=detectors).model
     net = build_network(model, batch=1)
@@ -94,7 +94,7 @@ def run_config(noise: str, distance: int, rounds: int, p: float, detectors: str,
     """Decode one configuration's shots with both decoders; returns the table row."""
     import pymatching
 
-    from ..qec.decoder import MLDecoder
+    from qsimdist.qec.decoder import MLDecoder
 
     circ = circuit(noise, distance, rounds, p)
     det, obs = circ.compile_detector_sampler(seed=seed).sample(shots, separate_observables=True)

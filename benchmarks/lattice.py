@@ -1,6 +1,6 @@
 """Lattice-dynamics workloads: predicted R_P and E_P beside the paper's Tables 1 and 2.
 
-    python -m qsimdist.bench.lattice [--only rect] [--search-seconds 60] [--json OUT]
+    python -m benchmarks.lattice [--only rect] [--search-seconds 60] [--json OUT]
 
 Three amplitude networks ``<0...0| U |0...0>`` of Trotterized transverse-field
 Ising dynamics (:mod:`qsimdist.lattice`), simplified as every qsimdist
@@ -15,7 +15,7 @@ sliced bonds (hexagonal 8x8 with 8 steps needs none; with 12 it needed 70,
 at a slicing overhead of 10^16.6).
 
 Each network's path is searched once, bounded, and saved in
-``qsimdist/bench/plans/tfim_<lattice>_<lx>x<ly>_t<steps>.json`` sliced to
+``benchmarks/plans/tfim_<lattice>_<lx>x<ly>_t<steps>.json`` sliced to
 2^31 elements (one H100's usable memory for three complex64 operands, the
 distribution planner's one-device target); later runs read it and search
 nothing. The search runs cotengrust's random greedy for ``--search-seconds``

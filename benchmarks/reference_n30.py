@@ -1,6 +1,6 @@
 """Reproduce Google's 10,000 reference amplitudes of circuit_n30_m14 with wildcards.
 
-    python -m qsimdist.bench.reference_n30 [DATA_DIR] [--fixed 2] [--dtype complex64] [--auto]
+    python -m benchmarks.reference_n30 [DATA_DIR] [--fixed 2] [--dtype complex64] [--auto]
 
 The reference bitstrings are grouped by their values on ``--fixed`` qubits;
 each group is one contraction with every other qubit open (``*``), so all

@@ -1,10 +1,10 @@
 """Searched trees beside the paper: R_P and E_P against a competitive one-device baseline.
 
-    python -m qsimdist.bench.trees [--data ../shared/data] [--only n60m24 ...]
+    python -m benchmarks.trees [--data ../shared/data] [--only n60m24 ...]
         [--search 45m --targets dgx-h100:8 dgx-h100:1] [--reuse] [--json OUT]
 
 For each workload (n60m24, n56m20, n53m20 and the three lattice networks of
-:mod:`qsimdist.bench.lattice`) and target (dgx-h100 at P = 8, h100-ib at
+:mod:`benchmarks.lattice`) and target (dgx-h100 at P = 8, h100-ib at
 P = 1024):
 
 * the dp schedule of the tree searched for that target
@@ -44,7 +44,7 @@ import math
 import time
 from pathlib import Path
 
-from ..errors import InvalidInputError
+from qsimdist.errors import InvalidInputError
 from .distribution import PLANS
 
 TREES = PLANS / "trees"

@@ -26,11 +26,11 @@ sqrt(p (1 - p) 2 / shots)``).
 
 Run::
 
-    python -m qsimdist.bench.primitives_vs_aer [--cases rc20 ...] [--json FILE]
+    python -m benchmarks.primitives_vs_aer [--cases rc20 ...] [--json FILE]
             [--only-qsimdist]   # e.g. from an older checkout's directory, to compare versions
         [--repeats K]       # K calls per contender, alternating; medians compared
 
-:func:`compare_case` is one row of that table; ``qsimdist bench`` runs it as its
+:func:`compare_case` is one row of that table; ``python -m benchmarks run`` runs it as its
 ``primitives`` section (``SuiteSpec.primitives``).
 """
 

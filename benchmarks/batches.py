@@ -19,7 +19,7 @@ warm path caches.
 
 Run::
 
-    python -m qsimdist.bench.batches --data ../shared/data [--cases pair random1000]
+    python -m benchmarks.batches --data ../shared/data [--cases pair random1000]
         [--limits default 1GiB 64MiB 8MiB] [--repeats 3] [--json FILE]
 """
 
@@ -135,7 +135,7 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-             "command": " ".join([Path(sys.executable).name, "-m", "qsimdist.bench.batches",
+             "command": " ".join([Path(sys.executable).name, "-m", "benchmarks.batches",
                                   *(argv if argv is not None else sys.argv[1:])]),
              "rows": rows}, indent=1, default=str) + "\n")
     return 0

@@ -1,6 +1,6 @@
 """Estimator primitives side by side: qsimdist ``EstimatorV2``, ``StatevectorEstimator``, Aer.
 
-    python -m qsimdist.bench.primitives_estimator [--repeats 5] [--warm 3] [--json out.json]
+    python -m benchmarks.primitives_estimator [--repeats 5] [--warm 3] [--json out.json]
 
 For each case (a parametrised circuit of at most 20 qubits and a Hamiltonian,
 plus a 50-qubit brickwork only qsimdist runs), every primitive answers one pub

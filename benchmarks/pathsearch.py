@@ -1,6 +1,6 @@
 """Long, checkpointed path search for a distribution benchmark workload.
 
-    python -m qsimdist.bench.pathsearch n60m24 --minutes 40 --chunk-minutes 10
+    python -m benchmarks.pathsearch n60m24 --minutes 40 --chunk-minutes 10
 
 Each chunk runs cotengra's hyper-optimiser (kahypar + greedy, ``--objective``,
 scoring each tree sliced and reconfigured to ``2^search_slicing_log2``; the
@@ -11,7 +11,7 @@ TreeSA method) towards ``2^target_log2`` elements per intermediate (default
 the distribution planner's one-device target). The workload's saved path is
 annealed the same way first. After each chunk the
 best sliced tree so far — its path and its sliced indices — is saved as the
-workload's plan in ``qsimdist/bench/plans/``, so a session that stops
+workload's plan in ``benchmarks/plans/``, so a session that stops
 mid-search keeps what it found. The distribution planner starts every
 slicing target from the saved slicing (restoring or adding indices), which
 for such trees is orders of magnitude cheaper than re-slicing blindly.
@@ -25,7 +25,7 @@ import time
 import warnings
 from pathlib import Path
 
-from qsimdist.bench.distribution import PLANS, workload_network, workloads
+from benchmarks.distribution import PLANS, workload_network, workloads
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,7 +1,7 @@
 """The executor's GEMM modes side by side: speed against the complex GEMM, error against
 complex64 and complex128.
 
-    python -m qsimdist.bench.gemm_modes [FILE ...] [--open K] [--backend numpy|cupy]
+    python -m benchmarks.gemm_modes [FILE ...] [--open K] [--backend numpy|cupy]
                                         [--repeats R] [--json OUT]
 
 For each circuit (default: the bundled rqc_4x5_m12 with 4 open qubits, and
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import QsimdistError
+from qsimdist.errors import QsimdistError
 from .suite import default_data_dir, interleaved, library_versions, ratio_summary
 
 N30 = "circuits/circuit_n30_m14_s0_e0_pEFGH.qsim"
@@ -40,7 +40,7 @@ SYNTHETIC = ("random_reg3_n12_d16-32", dict(n=12, reg=3, d_min=16, d_max=32, see
 def _cases(files: list[str], data: Path) -> list[tuple[str, object]]:
     if files:
         return [(Path(f).name, Path(f)) for f in files]
-    from ..bundled import bundled_circuit
+    from qsimdist.bundled import bundled_circuit
 
     cases: list[tuple[str, object]] = [("rqc_4x5_m12", bundled_circuit("rqc_4x5_m12.qasm"))]
     if (data / N30).is_file():
@@ -55,7 +55,7 @@ def _cases(files: list[str], data: Path) -> list[tuple[str, object]]:
 def _synthetic(spec: dict):
     import cotengra as ctg
 
-    from ..network import Network
+    from qsimdist.network import Network
 
     inputs, output, _, size_dict = ctg.utils.rand_equation(
         spec["n"], spec["reg"], n_out=0, d_min=spec["d_min"], d_max=spec["d_max"],
@@ -133,7 +133,7 @@ def table(results: list[dict]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m qsimdist.bench.gemm_modes",
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.gemm_modes",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="*", help="circuit files (default: see the module doc)")
     ap.add_argument("--open", type=int, default=None,
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write every number here")
     args = ap.parse_args(argv)
     if args.repeats < 1 or (args.open is not None and args.open < 0):
-        print("qsimdist.bench.gemm_modes: error: --repeats must be >= 1 and --open >= 0",
+        print("benchmarks.gemm_modes: error: --repeats must be >= 1 and --open >= 0",
               file=sys.stderr)
         return 2
     data = Path(args.data) if args.data else default_data_dir()
@@ -157,12 +157,12 @@ def main(argv: list[str] | None = None) -> int:
             results.append(measure(label, path, k, args.backend, args.repeats,
                                    args.search_repeats))
     except QsimdistError as exc:
-        print(f"qsimdist.bench.gemm_modes: error: {exc}", file=sys.stderr)
+        print(f"benchmarks.gemm_modes: error: {exc}", file=sys.stderr)
         return 2
     if args.json:
         Path(args.json).write_text(json.dumps(
-            {"schema": "qsimdist.bench.gemm_modes", "version": 1,
-             "command": " ".join(["python -m qsimdist.bench.gemm_modes", *(argv or sys.argv[1:])]),
+            {"schema": "benchmarks.gemm_modes", "version": 1,
+             "command": " ".join(["python -m benchmarks.gemm_modes", *(argv or sys.argv[1:])]),
              "versions": library_versions(), "results": results}, indent=1))
     print("\n".join(table(results)))
     return 0

@@ -1,13 +1,13 @@
 """Distribution planner benchmark: R_P and predicted E_P of dp, forced-only and slice-only.
 
-    python -m qsimdist.bench.distribution [--data ../shared/data] [--search-seconds 120]
+    python -m benchmarks.distribution [--data ../shared/data] [--search-seconds 120]
                                           [--only NAME] [--json OUT]
 
 Workloads: the n60m24 and n53m20 amplitude networks, cotengra's benchmark
 networks (seeded arrays; only the structure matters here), the bundled PEPS
 and random circuit. Paths are searched once with cotengra's hyper-optimiser
 (``--search-seconds`` each) and kept as plan files in
-``qsimdist/bench/plans/`` so later runs report without searching. Each
+``benchmarks/plans/`` so later runs report without searching. Each
 workload is planned for dgx-h100 at P = 8 and h100-ib at P = 64 and 1024;
 the time the distribution planning takes is reported too.
 """
@@ -64,7 +64,7 @@ def get_plan(name: str, source: str, kw: dict, seconds: float, dtype: str = "com
     towards ``2^target_log2`` elements, one H100's worth of complex64) looks
     for trees that stay cheap once sliced; this plan is saved unsliced, so the
     distribution planner slices it afresh for each device count.
-    ``qsimdist.bench.pathsearch`` saves plans with their slicing instead.
+    ``benchmarks.pathsearch`` saves plans with their slicing instead.
     """
     from qsimdist.planner.path import PathOptions, find_path
     from qsimdist.planner.plan import Plan, build_plan

@@ -1,6 +1,6 @@
 """Reuse across slices, measured: the same dp schedule with and without kept outputs.
 
-    mpiexec -n 2 python -m mpi4py -m qsimdist.bench.reuse [--data ../shared/data]
+    mpiexec -n 2 python -m mpi4py -m benchmarks.reuse [--data ../shared/data]
         [--limit-bytes 1258291] [--tree FILE] [--repeats 5] [--json OUT]
 
 Rank 0 plans one amplitude of the n30 reference circuit (along ``--tree``, a
@@ -14,7 +14,7 @@ speed-up of reuse next to the predicted one, the steps each rank ran (and
 the planner's count), the results' agreement and the measured peaks next to
 the predicted ones. Works with ``-n 1`` too (one rank, the mpi executor).
 
-    python -m qsimdist.bench.reuse --local [--limit-bytes 2097152] [--repeats 5]
+    python -m benchmarks.reuse --local [--limit-bytes 2097152] [--repeats 5]
 
 measures the local executor instead, in one process: the plan
 ``qsimdist.plan(..., memory_limit=L)`` makes (which keeps outputs across

@@ -20,10 +20,10 @@ qsimdist the whole ``amplitudes`` call: parsing, routing, fusion, the run)
 and the whole process (interpreter start and imports included), and the
 amplitude's relative difference to qsimcirq's. Run::
 
-    python -m qsimdist.bench.statevector --data ../shared/data [--circuits q24 q30]
+    python -m benchmarks.statevector --data ../shared/data [--circuits q24 q30]
         [--timeout 1800] [--json FILE]
 
-:func:`compare_circuit` is one circuit's rows; ``qsimdist bench`` runs it as its
+:func:`compare_circuit` is one circuit's rows; ``python -m benchmarks run`` runs it as its
 ``deep_amplitude`` section (``SuiteSpec.deep_amplitude``).
 """
 

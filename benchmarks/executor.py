@@ -1,6 +1,6 @@
 """Executor vs cotengra's own contractor on the same path, side by side.
 
-    python -m qsimdist.bench.executor CIRCUIT.qsim [--bitstring B] [--order natural] [--repeats 3]
+    python -m benchmarks.executor CIRCUIT.qsim [--bitstring B] [--order natural] [--repeats 3]
         [--untiled] [--steps]
 
 Plans the circuit once (the planning time is reported end to end), then times

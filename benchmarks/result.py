@@ -1,4 +1,4 @@
-"""The JSON file of one ``qsimdist bench`` run: written by :mod:`.suite`, read by
+"""The JSON file of one ``python -m benchmarks run`` run: written by :mod:`.suite`, read by
 :mod:`.report_md`."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InvalidInputError
+from qsimdist.errors import InvalidInputError
 
-SCHEMA = "qsimdist.bench"
+SCHEMA = "benchmarks"
 SCHEMA_VERSION = 1
 
 
 def write_json(result: dict, path: Path) -> None:
     """Write ``result`` atomically as indented JSON."""
-    from .._fileio import atomic_write_text
+    from qsimdist._fileio import atomic_write_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(result, indent=1, default=_jsonable) + "\n")

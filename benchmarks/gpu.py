@@ -1,7 +1,7 @@
 """GPU benchmark: CGEMM ceiling, qsimdist against cotengra + CuPy on the same path, TF32 / 3M GEMM.
 
-    python -m qsimdist.bench.gpu [--json FILE] [--data DIR] [--repeats 3]
-    python -m qsimdist.bench.gpu --dry-run        # on the CPU, numpy standing in for cupy
+    python -m benchmarks.gpu [--json FILE] [--data DIR] [--repeats 3]
+    python -m benchmarks.gpu --dry-run        # on the CPU, numpy standing in for cupy
 
 Measured, on one CUDA device (``scripts/gpu_check.sh`` runs this after the
 GPU tests):
@@ -86,7 +86,7 @@ def _random_complex(xp, shape: tuple[int, ...], dtype, seed: int):
 
 def gauss(a, b, xp):
     """``a @ b`` for complex64 ``a``, ``b`` by the executor's 3M product (three real GEMMs)."""
-    from ..executors.local import gauss_matmul
+    from qsimdist.executors.local import gauss_matmul
 
     if a.dtype != np.complex64 or b.dtype != np.complex64:
         raise TypeError(f"gauss takes complex64 operands, got {a.dtype} and {b.dtype}")
@@ -116,7 +116,7 @@ def _tf32_available(xp) -> bool:
     """Whether the executor can switch this array module's GEMMs to TF32 (CuPy only)."""
     if xp.__name__ != "cupy":
         return False
-    from ..executors.local import tf32_setter
+    from qsimdist.executors.local import tf32_setter
 
     return tf32_setter(xp) is not None
 
@@ -145,7 +145,7 @@ def gemm_variants(xp, n: int, repeats: int = 3) -> dict:
         skipped["TF32"] = ("numpy has no TF32 (dry run)" if xp.__name__ != "cupy"
                            else "this CuPy has no set_compute_type")
     else:
-        from ..executors.local import gemm_context
+        from qsimdist.executors.local import gemm_context
 
         with gemm_context("tf32", xp):
             t = _best_seconds(lambda: a @ b, xp, repeats)
@@ -291,14 +291,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-time", type=float, default=120.0, help="path search seconds per case")
     args = ap.parse_args(argv)
     if not 0 < args.memory_fraction <= 1:
-        print("qsimdist.bench.gpu: error: --memory-fraction must be in (0, 1]", file=sys.stderr)
+        print("benchmarks.gpu: error: --memory-fraction must be in (0, 1]", file=sys.stderr)
         return 2
     if args.dry_run:
         xp, backend = np, "numpy"
     else:
         reason = gpu_reason()
         if reason is not None:
-            print(f"qsimdist.bench.gpu: error: no GPU to measure: {reason}. "
+            print(f"benchmarks.gpu: error: no GPU to measure: {reason}. "
                   "Use --dry-run to check the script on the CPU.", file=sys.stderr)
             return 2
         import cupy as xp
@@ -310,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     data = Path(args.data) if args.data else default_data_dir()
     dev = device_info(xp)
     gemm_n = args.gemm_n or (256 if args.dry_run else 16384)
-    result = {"schema": "qsimdist.bench.gpu", "version": 1, "dry_run": args.dry_run,
-              "command": " ".join(["python -m qsimdist.bench.gpu", *(argv or sys.argv[1:])]),
+    result = {"schema": "benchmarks.gpu", "version": 1, "dry_run": args.dry_run,
+              "command": " ".join(["python -m benchmarks.gpu", *(argv or sys.argv[1:])]),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "device": dev, "versions": library_versions(), "same_path": [], "skipped": []}
     result["gemm"] = gemm_variants(xp, gemm_n, args.repeats)
@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         files = generated_rqc(*grid, seed=36, folder=Path(tmp))
         cases = [(f"rqc {grid[0]}x{grid[1]} m{grid[2]}", files["qsim"])]
         if args.dry_run:
-            from ..bundled import bundled_circuit
+            from qsimdist.bundled import bundled_circuit
 
             cases.append(("rqc_3x4_m8 (for n53m12)", bundled_circuit("rqc_3x4_m8.qsim")))
         elif (data / N53M12).is_file():
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                 result["skipped"].append({"case": label,
                                           "reason": f"{type(exc).__name__}: {exc}"[:300]})
     if args.json:
-        from .._fileio import atomic_write_text
+        from qsimdist._fileio import atomic_write_text
 
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.json, json.dumps(result, indent=1, default=str) + "\n")

@@ -1,6 +1,6 @@
 """Micro-benchmark of one step shape on the three local kernels, side by side.
 
-    python -m qsimdist.bench.kernels [--repeats 3] [--more] [--no-baselines]
+    python -m benchmarks.kernels [--repeats 3] [--more] [--no-baselines]
 
 A gate-sized operand ``x`` contracted with a 2^26-element tensor ``y`` whose
 output interleaves their modes (shapes taken from the circuit_n53_m10 plan):

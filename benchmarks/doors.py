@@ -22,7 +22,7 @@ estimator's values are compared with Aer's (largest absolute difference).
 
 Run::
 
-    python -m qsimdist.bench.doors [--qubits 24] [--shots 1000] [--json FILE]
+    python -m benchmarks.doors [--qubits 24] [--shots 1000] [--json FILE]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Fit the local kernel choice (``LocalCosts``) to step shapes timed on this machine.
 
-    python -m qsimdist.bench.kernel_fit collect CIRCUIT... --json SHAPES.json
+    python -m benchmarks.kernel_fit collect CIRCUIT... --json SHAPES.json
         [--max-repeats 8] [--against OLD_KERNELS.py]
-    python -m qsimdist.bench.kernel_fit fit SHAPES.json
+    python -m benchmarks.kernel_fit fit SHAPES.json
 
 ``collect`` plans each circuit (all-zero amplitude, natural order, the bench
 suite's path budget), keeps every distinct step shape whose operands share no

@@ -1,6 +1,6 @@
 """Distributed against slice-only, measured: ``E_2``, ``R_2`` and predicted against measured.
 
-    mpiexec -n 2 python -m mpi4py -m qsimdist.bench.mpi [--data ../shared/data]
+    mpiexec -n 2 python -m mpi4py -m benchmarks.mpi [--data ../shared/data]
         [--limit-fraction 0.6] [--stars 0] [--repeats 3] [--reuse] [--json OUT]
 
 Rank 0 plans the n30 reference circuit's amplitude once, sets a per-rank
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> dict | None:
                     help="per-rank limit in bytes (default: --limit-fraction of the largest "
                     "intermediate); the trees' searches should use the same")
     ap.add_argument("--reuse", action="store_true", help="both schedules keep step outputs "
-                    "across slices where memory allows (qsimdist.bench.reuse)")
+                    "across slices where memory allows (benchmarks.reuse)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
