@@ -84,6 +84,14 @@ from .qec.command import decode_command as _decode  # noqa: E402
 app.command(name="decode")(_decode)
 
 
+def __getattr__(name: str):
+    # the click command behind the typer app, for tools that read click (the docs'
+    # mkdocs-click page); built on first use, so a command's start does not pay for it
+    if name == "click_command":
+        return typer.main.get_command(app)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     """Entry point: runs the CLI, turning qsimdist errors into one line and exit code 2.
 
