@@ -26,8 +26,8 @@ def bench(
         False, "--report", help="Regenerate the marked section of --benchmarks and the plots."
     ),
     benchmarks: Path = typer.Option(
-        Path("BENCHMARKS.md"), "--benchmarks", help="Markdown file whose marked section --report "
-        "replaces (text outside the markers is kept byte for byte)."
+        Path("docs/benchmarks/history.md"), "--benchmarks", help="Markdown file whose marked "
+        "section --report replaces (text outside the markers is kept byte for byte)."
     ),
     data: Optional[Path] = typer.Option(
         None, "--data", help="Reference data folder (default $QSIMDIST_SHARED_DATA or "
@@ -58,11 +58,11 @@ def bench_report(
     json_file: Path = typer.Argument(..., help="A JSON file written by python -m benchmarks run --json."),
     out: Path = typer.Option(Path("docs/bench"), "--out", help="Folder for the PNGs."),
     benchmarks: Path = typer.Option(
-        Path("BENCHMARKS.md"), "--benchmarks",
+        Path("docs/benchmarks/history.md"), "--benchmarks",
         help="Markdown file whose marked section is replaced."
     ),
 ) -> None:
-    """Regenerate the marked suite section of BENCHMARKS.md and its plots from a suite JSON."""
+    """Regenerate the marked suite section of docs/benchmarks/history.md and its plots."""
     from benchmarks.report_md import report_command
 
     written = report_command(json_file, benchmarks, out)

@@ -1,7 +1,8 @@
-"""The benchmark-command section of BENCHMARKS.md, regenerated from a ``python -m benchmarks run`` JSON.
+"""The suite's section of the benchmark history, regenerated from a ``python -m benchmarks run`` JSON.
 
+The history is ``docs/benchmarks/history.md`` (``--benchmarks`` names another file).
 Only the text between :data:`BEGIN` and :data:`END` is replaced (the rest of
-BENCHMARKS.md is written by hand and stays byte-identical); the file is
+the file is written by hand and stays byte-identical); the file is
 written to a temporary name and renamed. Plots are matplotlib PNGs:
 
 * ``steps_time_memory.png`` -- per-step time and live memory of one plan;

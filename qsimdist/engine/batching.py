@@ -114,7 +114,8 @@ PRICED_CANDIDATES = 8
 #: qubits. The price is the greedy path's, and its error differs between open and closed
 #: patterns: on 1,000 random n30 bitstrings it priced six 12-open contractions 0.7 %
 #: below twelve closed ones, where the searched paths ran them in 5.6 s against 0.48 s,
-#: and the batched call took 1.13x one by one (BENCHMARKS.md section 32)
+#: and the batched call took 1.13x one by one (docs/benchmarks/history.md, "Issue 24 closed
+#: out")
 BATCH_MIN_SAVING = 0.25
 
 

@@ -434,7 +434,8 @@ def _rotation_chunks(r: int) -> list[int]:
         sizes.append(2)
     return sizes
 #: measured seconds per state element (complex128, numpy, this host, 18-22 qubits;
-#: BENCHMARKS.md sections 25 and 31) of the grouped reader's passes: the copy moving
+#: docs/benchmarks/history.md, "The estimator's qubit-wise commuting groups beside Aer" and
+#: "The primitives beside Aer again") of the grouped reader's passes: the copy moving
 #: the group's qubits last into a reused buffer (0.6-8 ns, the scattered supports
 #: dearest), one rotation GEMM of up to 3 qubits, the marginal as one contiguous sum
 #: of squares over the float view (0.54-0.76 ns); then, per marginal element, the Z

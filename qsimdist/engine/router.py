@@ -41,7 +41,7 @@ METHODS = ("auto", "statevector", "tensor-network")
 #: a greedy path, lifetime ordering) — the bound below which no TN estimate is needed
 TN_SECONDS_PER_GATE = 5e-5
 #: ... and per gate where the network is too large to skip simplification (quimb's
-#: simplification of square_root_7 measured 8.7 s for 7,660 gates, BENCHMARKS.md section 6)
+#: simplification of square_root_7 measured 8.7 s for 7,660 gates)
 TN_SIMPLIFY_SECONDS_PER_GATE = 1e-3
 #: multiply-adds per second assumed for a tensor-network contraction (the path planner's
 #: constant, so that the route, like the path, is the same on every machine)
@@ -179,7 +179,7 @@ TERM_SECONDS_PER_ELEMENT = 2.0e-9
 #: seconds per state element per Pauli string read by the compiled blocked kernel, every
 #: string in one pass (:func:`qsimdist.executors.sv_kernels.pauli_expectations`, states of
 #: 14+ qubits; 0.99-1.06 ns in complex128 at 20-24 qubits, 20 strings of weight 3-4,
-#: ``python -m benchmarks.sv_kernel_fit``, BENCHMARKS.md section 32)
+#: ``python -m benchmarks.sv_kernel_fit``; docs/benchmarks/history.md, "Issue 24 closed out")
 PAULI_PASS_SECONDS_PER_ELEMENT = 1.0e-9
 #: seconds per state element to turn the state into a marginal (``|a|^2``, then one sum)
 MARGINAL_SECONDS_PER_ELEMENT = 3.0e-9
@@ -248,7 +248,7 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
 QSIM_LOAD_SECONDS = 0.1
 QSIM_IMPORT_SECONDS = 1.6
 #: qsim's seconds per state element per fused gate (3-qubit fusion, complex64, 2 threads:
-#: circuit_q24, 255 gates, 1.9 s; BENCHMARKS.md section 22)
+#: circuit_q24, 255 gates, 1.9 s; docs/benchmarks/history.md, "The statevector route near qsim")
 QSIM_SECONDS_PER_ELEMENT = 0.44e-9
 #: qsim's seconds per gate handed over (a matrix gate added to qsim's circuit: 1,000 gates
 #: of 3 qubits on 10 qubits took 8.6 ms with the run; through cirq it was 1e-4)

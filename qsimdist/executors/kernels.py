@@ -22,7 +22,9 @@ read once in order and the output written once, and the tiles split over
 the cores (each thread asks OpenBLAS for single-threaded GEMMs). Thin tiles
 (``k <= REAL_GEMM_K``) run as real GEMMs on the interleaved complex storage,
 and the scatter walks the large operand's two innermost row axes as plain
-loops (a "plane"), tiles holding whole planes (BENCHMARKS.md section 17).
+loops (a "plane"), tiles holding whole planes (docs/benchmarks/history.md,
+"Tiled kernel, second pass": a median 1.5x faster than the first version on 122 step
+shapes).
 Both kernels cache their per-shape tables, so a repeated step (every slice)
 pays its Python set-up once.
 """
@@ -69,7 +71,7 @@ _tiled_layouts: dict = {}
 TILE_ELEMENTS = 131072
 #: tiled_gemm: contractions over at most this many elements run as real GEMMs on the
 #: interleaved complex storage (measured 1.1-1.9x faster than complex GEMMs at k <= 4
-#: and about equal at k = 8, BENCHMARKS.md section 17)
+#: and about equal at k = 8)
 REAL_GEMM_K = 8
 
 

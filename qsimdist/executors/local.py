@@ -502,8 +502,8 @@ def _leave_workspace(plan: Plan, pool: BufferPool, reuse: bool) -> None:
 
     On a small plan the first touch of fresh memory is a large share of a run
     (rqc_4x5_m12: 0.066 s with a new pool, 0.048 s with a kept one, medians of
-    9; BENCHMARKS.md section 18). CuPy keeps its own memory pool, so nothing is
-    kept for it here.
+    9; docs/benchmarks/history.md, "Buffers kept between runs"). CuPy keeps its
+    own memory pool, so nothing is kept for it here.
     """
     if reuse and pool.xp is np and pool.held <= RETAIN_BYTES:
         plan.workspace[(pool.xp.__name__, pool.dtype.str)] = pool
@@ -533,7 +533,8 @@ def execute(
     ``GAUSS_MIN_EXTENT`` (:func:`gauss_matmul`; its workspace is beyond the
     plan's reported peak); ``"tf32"`` (CuPy, complex64) cuBLAS's TF32 compute
     type for the whole run; ``"3m-tf32"`` both. Both trade accuracy for
-    speed: BENCHMARKS.md section 18 has their measured errors.
+    speed: docs/benchmarks/history.md ("GEMM modes: 3M and TF32") has 3M's measured
+    error on this CPU; TF32's is not measured yet (no GPU run).
 
     ``strip_exponent=True`` returns ``(mantissa, exponent)`` instead, the value
     being ``mantissa * 10**exponent`` (``exponent`` a Python float, log10;

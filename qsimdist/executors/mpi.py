@@ -213,7 +213,8 @@ def share_cores(comm) -> int:
     many ranks share the host; later calls return the same answer). Without a
     cap each rank's OpenBLAS starts a thread per core, so ``mpiexec -n 2`` on two
     cores ran four spinning threads: the n30 amplitude at 1.2 MiB per rank took
-    33.6 s against 7.55 s with one thread per rank (medians; BENCHMARKS.md section 35).
+    33.6 s against 7.55 s with one thread per rank (medians; docs/benchmarks/history.md,
+    "n60m24 at P = 8 from a fresh search", under "BLAS threads per rank").
     A variable of :data:`THREAD_VARIABLES` set by hand, or a lone rank on its
     host, leaves the threads alone.
     """

@@ -2,9 +2,9 @@
 
 qsim applies fused gates with hand-vectorised kernels on every core; on
 qsim's own ``circuit_q24`` it ran 4x faster than qsimdist's compiled kernel
-(BENCHMARKS.md section 22). It computes in single precision only, so the
-router takes it for ``complex64`` requests where it is installed and
-predicted faster (``QSIMDIST_STATEVECTOR_ENGINE`` chooses by hand).
+(docs/benchmarks/history.md, "The statevector route near qsim"). It computes
+in single precision only, so the router takes it for ``complex64`` requests
+where it is installed and predicted faster (``QSIMDIST_STATEVECTOR_ENGINE`` chooses by hand).
 
 The gates (already fused by :func:`qsimdist.frontends.fusion.fuse`) go
 straight to qsim's compiled module (the one ``qsimcirq`` itself picks for

@@ -16,21 +16,22 @@ diagonal. The flat state is put back in Qiskit's order (bit ``q`` of the
 index is qubit ``q``) once, at the end. The earlier kernel (a
 ``tensordot`` and a copy back into order per gate) took 1.5-1.7x as long
 on 20-qubit fused circuits and the same at 16 qubits and below
-(BENCHMARKS.md section 18). :func:`qsimdist.frontends.fusion.gate_seconds`
+(docs/benchmarks/history.md, "Buffers kept between runs, an axis-tracking
+statevector"). :func:`qsimdist.frontends.fusion.gate_seconds`
 prices it. Compiled gather/scatter loops (numba, the qsim/Aer kernel
 shape) were measured against the tensordot kernel and dropped: for fused
 gates (``k`` = 3..5) they were 1.5-3x slower at 12-23 qubits, within 15%
 at ``k`` <= 2, faster only below 12 qubits by about 10 µs per gate, and
 importing numba (and compiling, on a fresh cache) cost 0.4-2 s per process
-(BENCHMARKS.md section 16).
+(docs/benchmarks/history.md, "Cold start: the statevector kernel").
 
 From :data:`COMPILED_MIN_QUBITS` qubits dense gates skip the copy and the
 GEMM: :class:`_InPlaceState` applies each in place with a compiled kernel
 (:mod:`qsimdist.executors.sv_kernels`) on whatever bits its qubits sit on,
 swapping qubits off the lowest index bits first where a gate lands there.
 On qsim's 24-qubit ``circuit_q24`` this took 7.2 s (complex64) and 10.8 s
-(complex128) where the GEMM kernel took 16.0 s and 27.9 s (BENCHMARKS.md
-section 22).
+(complex128) where the GEMM kernel took 16.0 s and 27.9 s
+(docs/benchmarks/history.md, "The statevector route near qsim").
 
 Gates are taken by duck typing (anything with ``.matrix``, big-endian over
 ``.qubits``), so this module needs numpy only (layer 3 imports no frontend).
@@ -71,9 +72,10 @@ def _is_diagonal(matrix: np.ndarray) -> bool:
 #: allocator. numpy advises huge pages for large arrays; where the kernel must compact
 #: memory to find them, first touch stalls: 64 MiB took 100-225 ms here where huge
 #: pages were short, 5 ms where they were free, and 26-33 ms populated with 4 KiB
-#: pages every time (BENCHMARKS.md section 31). Above the cap, huge pages' fewer TLB
-#: misses matter more than a one-off fault-in, and numpy's allocator stays; so it does
-#: for the compiled kernel's states, whose scattered accesses need the huge pages.
+#: pages every time (docs/benchmarks/history.md, "The primitives beside Aer again").
+#: Above the cap, huge pages' fewer TLB misses matter more than a one-off fault-in, and
+#: numpy's allocator stays; so it does for the compiled kernel's states, whose scattered
+#: accesses need the huge pages.
 #: element-wise passes (copies, diagonal products) over fewer elements run on the calling
 #: thread alone (handing a part to another thread costs tens of microseconds)
 PARALLEL_MIN_ELEMENTS = 1 << 16
@@ -94,7 +96,7 @@ if hasattr(os, "register_at_fork"):
 def pass_threads() -> int:
     """Threads an element-wise pass over a state is split over: the cores this process may
     run on (numpy's copies and products run on one core; a 16 MiB copy took 1.6 ms on one
-    thread and 0.85 ms on two here, BENCHMARKS.md section 32)."""
+    thread and 0.85 ms on two here)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
@@ -157,8 +159,7 @@ def blas_threads(n: int):
     """A context in which the BLAS numpy calls runs on ``n`` threads (threadpoolctl's
     limit; a no-op context where threadpoolctl is missing). OpenBLAS's own threads
     spin between calls and hold the cores the parts of :func:`in_parts` need: the
-    qft20 estimator ran 0.22 s with one BLAS thread against 0.25 s with two
-    (BENCHMARKS.md section 32)."""
+    qft20 estimator ran 0.22 s with one BLAS thread against 0.25 s with two."""
     global _blas_controller
     try:
         from threadpoolctl import ThreadpoolController

@@ -50,17 +50,19 @@ FUSION_WIDTHS = (2, 3, 4, 5)
 MAX_DIAGONAL_QUBITS = 6
 
 # Cost model of one fused gate on a 2^n state (numpy tensordot on this project's 2-core
-# machine, complex128, n = 14..20; see BENCHMARKS.md "deep circuits"):
+# machine, complex128, n = 14..20; see docs/benchmarks/history.md, "Deep, narrow circuits"):
 #: seconds of Python and numpy call overhead per applied gate
 GATE_OVERHEAD_SECONDS = 1.5e-5
 #: seconds per state element per dense gate for the copy into the GEMM layout and the output
 DENSE_SECONDS_PER_ELEMENT = 2.0e-9
 #: seconds per state element per 2^k multiply-adds of a dense k-qubit gate (0.45e-9 for the
 #: tensordot kernel; refitted for the axis-tracking one: this model's old predictions
-#: scaled by the speedup measured side by side on 28 fused runs, BENCHMARKS.md section 18)
+#: scaled by the speedup measured side by side on 28 fused runs; docs/benchmarks/history.md,
+#: "Buffers kept between runs, an axis-tracking statevector")
 MAC_SECONDS_PER_ELEMENT = 0.31e-9
 # The compiled in-place kernel (states of 14 qubits and more), fitted on this machine at
-# 2^20 and 2^24 elements, widths 1-5 (BENCHMARKS.md section 22): seconds per element per
+# 2^20 and 2^24 elements, widths 1-5 (``python -m benchmarks.sv_kernel_fit``; docs/benchmarks/
+# history.md, "The statevector route near qsim"): seconds per element per
 # dense gate, whatever its width (one pass, plus the low-bit swaps a third of the gates
 # need), and per element per 2^k complex multiply-adds, by bytes per amplitude
 COMPILED_SECONDS_PER_ELEMENT = 1.1e-9

@@ -270,9 +270,9 @@ class LocalCosts:
     for the loop runs tiled instead of BLAS broadcast only where predicted
     ``tiled_margin`` times faster. The loop and tiled constants were fitted
     (least squares on log time) to 183 step shapes of three circuits' plans
-    timed in isolation, section 17 of BENCHMARKS.md: the fitted choice's total
-    time is within 1% of the best kernel's per step, the previous constants'
-    40% above it. Defaults are for a 2-core x86 machine (BENCHMARKS.md).
+    timed in isolation (docs/benchmarks/history.md, "Tiled kernel, second pass"):
+    the fitted choice's total time is within 1% of the best kernel's per step,
+    the previous constants' 40% above it. Defaults are for a 2-core x86 machine.
     """
 
     call: float = 0.4e-6

@@ -37,8 +37,9 @@ from .trees import Tree, from_cotengra, load_tree, save_tree, to_cotengra
 
 #: the share of the budget the first hyper-optimiser search may take (no start tree)
 HYPER_SHARE = 0.25
-#: where a search without a start tree begins (BENCHMARKS.md 38: on n56m20 at P = 8,
-#: eight minutes from the greedy tree ended 300x ahead of eight from the hyper-optimiser)
+#: where a search without a start tree begins (on n56m20 at P = 8, eight minutes from
+#: the greedy tree ended 300x ahead of eight from the hyper-optimiser; measured in
+#: docs/benchmarks/history.md, "Searches start from the greedy tree")
 START_FROM = ("greedy", "hyper")
 #: annealing sweeps per round: rounds of about this many seconds report progress and
 #: save state often enough to resume, and long enough that scoring is a small share
@@ -46,8 +47,9 @@ ROUND_SECONDS = 60.0
 #: the most a search may anneal below the best schedule's width (``narrower``, log2
 #: elements). Sliced FLOPs at the schedule's own width is only a proxy for the dp's
 #: predicted time (sharding, kept outputs): n60m24's best P = 8 tree came from a search
-#: annealing at the P = 1 width, 3 narrower (BENCHMARKS.md 35); yet in 56 rounds drawn
-#: over 0-3 narrower both improvements came at the schedule's width (36), so it is opt-in
+#: annealing at the P = 1 width, 3 narrower; yet in 56 rounds drawn over 0-3 narrower
+#: both improvements came at the schedule's width, so it is opt-in (docs/benchmarks/
+#: history.md, "n60m24 at P = 8 from a fresh search" and "30 more minutes per side")
 MAX_NARROWER = 8
 
 

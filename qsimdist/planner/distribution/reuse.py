@@ -417,7 +417,8 @@ def order_loss(plan: Plan, sched: Schedule, top: int = 5) -> dict:
 
 
 #: a step's fixed cost in the local executor, in FLOPs: about 25 us a step at 10 GFLOP/s
-#: (the n30 amplitude's small steps on this project's 2-core machine, BENCHMARKS.md 34)
+#: (the n30 amplitude's small steps on this project's 2-core machine, measured in
+#: docs/benchmarks/history.md, "Reuse across slices")
 LOCAL_STEP_FLOPS = 2.5e5
 #: a local plan keeps outputs only for a predicted saving of at least this share
 LOCAL_MIN_SAVING = 0.1
