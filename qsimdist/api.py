@@ -96,7 +96,8 @@ def plan(
         memory_limit: peak bytes allowed (``"8GiB"``, ``2e9``); slicing is added to fit.
         dtype: ``complex64`` or ``complex128``.
         simplify_sequence: quimb simplification letters ("" to skip).
-        max_time, max_repeats: path-search budget (see :class:`PathOptions`).
+        max_time: path-search budget in seconds (see :class:`PathOptions`).
+        max_repeats: path-search trials (see :class:`PathOptions`).
         tree: a saved tree or path to plan along instead of searching (see
             :func:`qsimdist.planner.trees.load_tree`: a qsimdist tree or plan, an
             SSA or linear path, a pickled cotengra ``ContractionTree``); re-sliced

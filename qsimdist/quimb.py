@@ -126,8 +126,10 @@ def contract(tn: Any, output_inds: Sequence[str] | None = None, *, preserve_tens
             ``tn.contract(all, strip_exponent=True)`` does; the intermediates are
             rescaled as the plan runs, so values far outside the dtype's range
             are exact to rounding (local executor only).
-        options, kw: see :class:`ContractOptions` (``dtype``, ``memory_limit``,
-            ``path_options``, ``max_time``, ``executor``, ``profile``, ``comm``, ...).
+        options: a :class:`ContractOptions` or a dict of its fields (``dtype``,
+            ``memory_limit``, ``path_options``, ``max_time``, ``executor``,
+            ``profile``, ``comm``, ...).
+        **kw: the same fields as keywords.
 
     Returns:
         A Python scalar (real when quimb's would be), or a quimb ``Tensor``
@@ -334,7 +336,8 @@ def peps_local_expectation(peps: Any, operator: Any, where: Any, *, normalized: 
         operator: the local operator, a ``(d^k, d^k)`` or ``(d,)*2k`` array.
         where: one site ``(x, y)`` or a sequence of ``k`` sites.
         normalized: divide by the exact ``<psi|psi>``.
-        options, kw: as :func:`contract`.
+        options: as :func:`contract`.
+        **kw: as :func:`contract`.
 
     Returns:
         A Python scalar (real when the imaginary part is negligible, as quimb's).
