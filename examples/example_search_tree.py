@@ -3,9 +3,9 @@
 The same thing as
 
     qsimdist search circuits/rqc_4x5_m12.qsim --profile local-cpu --devices 4 \\
-        --memory-limit 64KiB --reuse --budget 3 --out tree4.json
+        --memory-limit 64KiB --reuse --budget 3 --output tree4.json
     qsimdist search circuits/rqc_4x5_m12.qsim --profile local-cpu --devices 1 \\
-        --memory-limit 64KiB --reuse --budget 3 --out tree1.json
+        --memory-limit 64KiB --reuse --budget 3 --output tree1.json
     qsimdist plan circuits/rqc_4x5_m12.qsim --tree tree4.json --profile local-cpu \\
         --devices 4 --reuse
 

@@ -14,6 +14,7 @@ import os as _os
 # ask for a short spin (2^4 cycles). It takes effect only when numpy is loaded
 # after this line, and never overrides a value the user has set.
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+__import__("logging").getLogger("qsimdist").addHandler(__import__("logging").NullHandler())
 
 # registers the built-in executors that Plan.execute looks up (the planner never imports
 # them); light: the executors themselves load on first use
@@ -49,7 +50,7 @@ __version__ = _installed_version()
 
 def __getattr__(name: str):
     # expectation_values loads its module on first use: the CLI's cold start for an
-    # amplitude does not pay for it (BENCHMARKS.md section 18)
+    # amplitude does not pay for it
     if name == "expectation_values":
         from .engine.expectation import expectation_values
 

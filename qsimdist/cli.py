@@ -1,15 +1,23 @@
 """The ``qsimdist`` command line.
 
-Every :class:`~qsimdist.errors.QsimdistError` becomes one line on stderr and
-exit code 2; no traceback is shown for bad input. The commands themselves
-live in :mod:`qsimdist.commands` (and beside their engines: ``contract``,
-``search``, ``expect``, ``sample``, ``decode``, ``bench``); this module
+Every :class:`~qsimdist.errors.QsimdistError`, and every usage error (an
+unknown option, a bad option value), becomes one line on stderr and exit code
+2; no traceback is shown for bad input. With ``--json`` among the arguments
+that line is one JSON object instead::
+
+    {"error": {"type": "InvalidInputError", "message": "..."}, "exit_code": 2}
+
+``-v`` logs the main stages on stderr (``-vv``: with details). The commands
+themselves live in :mod:`qsimdist.commands` (and beside their engines:
+``contract``, ``search``, ``expect``, ``sample``, ``decode``); this module
 registers them and owns how a run ends, alone or under ``mpiexec``.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
+import logging
 import os
 import sys
 import threading
@@ -20,6 +28,7 @@ import typer
 
 from . import __version__
 from .commands.amplitude import amplitude
+from .commands.cache import cache_app
 from .commands.common import rank, under_mpi
 from .commands.machine import calibrate, profiles
 from .commands.plans import plan, run
@@ -31,7 +40,10 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+logger = logging.getLogger(__name__)
 
 app.command()(amplitude)
 app.command()(plan)
@@ -54,8 +66,11 @@ def _print_version(value: bool) -> None:
 def _root(
     show_version: bool = typer.Option(False, "--version", callback=_print_version,
                                       is_eager=True, help="Print the version and exit."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, metavar="", show_default=False,
+                                help="Log the main stages on stderr; -vv: with details."),
 ) -> None:
     """Exact tensor-network simulation of quantum circuits, planned for one or many devices."""
+    configure_logging(verbose)
 
 
 app.command()(profiles)
@@ -82,6 +97,45 @@ app.command(name="sample")(_sample)
 from .qec.command import decode_command as _decode  # noqa: E402
 
 app.command(name="decode")(_decode)
+
+app.add_typer(cache_app, name="cache")
+
+
+class _StderrHandler(logging.Handler):
+    """Writes each record to the current ``sys.stderr`` (under mpiexec, with the rank)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+            if _mpi_world() is not None:
+                text = f"[rank {rank()}] {text}"
+            sys.stderr.write(text + "\n")
+        except Exception:  # a closed stream: logging must never end the command
+            self.handleError(record)
+
+
+#: the handler -v installed on the 'qsimdist' logger, and the level that logger had before
+_logging_state: dict = {}
+
+
+def configure_logging(verbosity: int) -> None:
+    """Log records of the ``qsimdist`` loggers on stderr: INFO for ``-v``, DEBUG for ``-vv``.
+
+    ``0`` removes what an earlier call installed (the library alone only has a
+    ``NullHandler``, so nothing is printed).
+    """
+    log = logging.getLogger("qsimdist")
+    if "handler" in _logging_state:
+        log.removeHandler(_logging_state.pop("handler"))
+        log.setLevel(_logging_state.pop("level"))
+    if verbosity <= 0:
+        return
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+    _logging_state.update(handler=handler, level=log.level)
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
 
 
 def __getattr__(name: str):
@@ -140,7 +194,39 @@ def _mpi_world():
 _agreed: dict = {}
 
 
+def wants_json(argv: Optional[list[str]]) -> bool:
+    """Whether ``--json`` is among the arguments (before any ``--``)."""
+    for arg in sys.argv[1:] if argv is None else argv:
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+    return False
+
+
+def report_error(message: str, kind: str, code: int, as_json: bool) -> None:
+    """One line on stderr: ``qsimdist: error: MESSAGE``, or under ``--json`` one JSON object
+    ``{"error": {"type": KIND, "message": MESSAGE}, "exit_code": CODE}``."""
+    if as_json:
+        typer.echo(json.dumps({"error": {"type": kind, "message": message}, "exit_code": code}),
+                   err=True)
+    else:
+        typer.echo(f"qsimdist: error: {message}", err=True)
+
+
 def _main(argv: Optional[list[str]] = None) -> int:
+    as_json = wants_json(argv)
+    configure_logging(0)  # what an earlier in-process run installed
+    started = time.perf_counter()
+    try:
+        rv = _run(argv, as_json)
+        logger.info("finished in %.3f s, exit code %s", time.perf_counter() - started, rv)
+        return rv
+    finally:
+        configure_logging(0)
+
+
+def _run(argv: Optional[list[str]], as_json: bool) -> int:
     try:
         # typer turns Ctrl-C into exit code 130 and returns every typer.Exit's code
         # (standalone_mode=False); a command that finishes returns None
@@ -154,7 +240,7 @@ def _main(argv: Optional[list[str]] = None) -> int:
                 fail_rank(world, exc)
             _agreed["error"] = str(exc)
         if rank() == 0:  # under mpiexec every rank raises the same error; one prints it
-            typer.echo(f"qsimdist: error: {exc}", err=True)
+            report_error(str(exc), type(exc).__name__, 2, as_json)
         return 2
     except typer.Exit as exc:
         rv = exc.exit_code
@@ -164,20 +250,27 @@ def _main(argv: Optional[list[str]] = None) -> int:
         # last resort: a file operation failed in a way nothing above foresaw
         where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
         what = exc.strerror or str(exc) or type(exc).__name__
-        typer.echo(f"qsimdist: error: {what}" + (f": {where}" if where else ""), err=True)
+        report_error(what + (f": {where}" if where else ""), type(exc).__name__, 2, as_json)
         return 2
     except Exception as exc:
         # click's usage errors (unknown option, missing argument, bad type)
         # carry format_message(); typer vendors click, so test by shape.
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
-            typer.echo(f"qsimdist: error: {exc.format_message()}", err=True)
+            message = exc.format_message()
+            # no arguments at all: the help was printed instead; under mpiexec every rank
+            # parsed the same arguments, and rank 0 prints
+            if (message or as_json) and rank() == 0:
+                report_error(message or "no command given", type(exc).__name__, 2, as_json)
             return 2
         if type(exc).__name__ == "Abort":
             rv = 130
         else:
             raise
     if rv == 130:
-        typer.echo("qsimdist: interrupted", err=True)
+        if as_json:
+            report_error("interrupted", "KeyboardInterrupt", 130, True)
+        else:
+            typer.echo("qsimdist: interrupted", err=True)
         return 130
     return rv if isinstance(rv, int) else 0
 

@@ -10,6 +10,7 @@ code 2 (raised as a :class:`~qsimdist.errors.QsimdistError`).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import sys
@@ -18,17 +19,26 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from .commands.common import (
+    Backend,
+    BackendOpt,
+    GemmOpt,
+    JsonOpt,
+    MaxTimeOpt,
+    MemOpt,
+    NetworkDtype,
+    NetworkDtypeOpt,
+    OutputOpt,
+    ProfileOpt,
+    check_profile,
+)
 from .config import format_bytes
 from .errors import InvalidInputError
 
 if TYPE_CHECKING:
     from .network import Network
 
-_DTYPE_HELP = (
-    "complex64, complex128, float32 or float64 (real ones compute in the complex dtype of the "
-    "same precision and need real arrays). Default: the arrays' own dtype (random arrays: "
-    "complex128)."
-)
+logger = logging.getLogger(__name__)
 
 
 def _structure_only(path: Path) -> Network:
@@ -88,22 +98,14 @@ def contract_command(
         None, "--random-arrays", metavar="SEED",
         help="Contract seeded Gaussian random arrays instead (the network's structure only; a "
         "sibling .npz is ignored)."),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help=_DTYPE_HELP),
-    memory_limit: Optional[str] = typer.Option(
-        None, "--memory-limit",
-        help="Peak memory allowed, e.g. 8GiB; slices to fit. Default: 80% of the memory available "
-        "now; 'none': no slicing. Under mpiexec: per rank."),
-    max_time: Optional[float] = typer.Option(None, "--max-time", help="Path search budget (s)."),
-    output: Optional[Path] = typer.Option(
-        None, "--output", "-o", help="Write the result array to this .npy file."),
-    profile: Optional[str] = typer.Option(
-        None, "--profile", help="Under mpiexec: hardware profile of the distributed plan "
-        "(default local-cpu)."),
-    gemm: str = typer.Option(
-        "complex", "--gemm",
-        help="How BLAS steps multiply: complex (default); 3m (three real GEMMs on large "
-        "steps); tf32, 3m-tf32 (--backend cupy only)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+    dtype: Optional[NetworkDtype] = NetworkDtypeOpt,
+    memory_limit: Optional[str] = MemOpt,
+    max_time: Optional[float] = MaxTimeOpt,
+    output: Optional[Path] = OutputOpt,
+    profile: Optional[str] = ProfileOpt,
+    backend: Backend = BackendOpt,
+    gemm: str = GemmOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Contract a cotengra-style JSON network and print the value (or the result's shape).
 
@@ -119,12 +121,17 @@ def contract_command(
 
     if output is not None:
         _check_npy_path(output)
+    check_profile(profile)  # refused before any work, under mpiexec or not
     opts = ContractOptions(dtype=dtype, memory_limit=memory_limit, max_time=max_time,
                            executor="mpi" if launched_under_mpi() else "local", profile=profile,
-                           gemm=gemm)
+                           backend=backend, gemm=gemm)
     net, random = load_arrays_network(network, arrays, random_arrays, opts.dtype)
+    logger.info("contracting %s: %d tensor(s), %d output index(es), %s arrays on %s",
+                network, net.num_tensors, len(net.output),
+                f"random:{random_arrays}" if random else "file", backend)
     prepared = prepare(net.arrays, net.inputs, net.output, opts.dtype)
     values, plan = run_network(prepared.network, opts, prepared.compute_dtype)
+    logger.info("contracted: %.3e flops, %d slice(s)", plan.stats.flops, plan.stats.n_slices)
     values = finish(values, prepared)
     rank = 0
     if opts.executor == "mpi":

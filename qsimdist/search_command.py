@@ -1,15 +1,17 @@
-"""``qsimdist search CIRCUIT --profile NAME --devices P --budget 30m --out TREE.json``.
+"""``qsimdist search CIRCUIT --profile NAME --devices P --budget 30m --output TREE.json``.
 
 Registered in :mod:`qsimdist.cli`. Searches a contraction tree scored by the
 dp schedule's predicted time on the target (see :mod:`qsimdist.planner.search`),
 writes it with its budget and score history after every round, and resumes a
-search already in ``--out`` for the same target. ``qsimdist plan --tree``
+search already in ``--output`` for the same target (``--out``, its former name,
+still works, hidden from the help). ``qsimdist plan --tree``
 plans along the result.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import sys
@@ -18,8 +20,20 @@ from typing import Optional
 
 import typer
 
-from .config import DTYPES, ORDERS
+from .commands.common import (
+    Dtype,
+    DtypeOpt,
+    JsonOpt,
+    MemOpt,
+    Order,
+    OrderOpt,
+    OutputOpt,
+    ProfileOpt,
+    check_profile,
+)
 from .errors import InvalidInputError
+
+logger = logging.getLogger(__name__)
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
@@ -54,10 +68,10 @@ def _last_try(state) -> str:
 
 def search_command(
     circuit: Path = typer.Argument(..., help="Circuit or network file."),
-    profile: str = typer.Option(..., "--profile", help="Hardware profile to score trees on "
-                                "(see 'qsimdist profiles')."),
-    out: Path = typer.Option(..., "--out", "-o", help="Tree file: written after every round; a "
-                             "search already there for the same target resumes."),
+    profile: Optional[str] = ProfileOpt,
+    output: Optional[Path] = OutputOpt,
+    out: Optional[Path] = typer.Option(None, "--out", hidden=True,
+                                       help="Former name of --output (deprecated)."),
     devices: Optional[int] = typer.Option(
         None, "--devices", help="Devices P (a power of two); 1 gives the one-device baseline. "
         "Default: one node."),
@@ -70,11 +84,9 @@ def search_command(
         "or its slicing-aware hyper-optimiser, given a quarter of the budget (hyper)."),
     bitstring: Optional[str] = typer.Option(None, "--bitstring", "-b",
                                             help="Bitstring pattern (* = open). Default: zeros."),
-    order: str = typer.Option("qiskit", "--order", help=f"Bitstring order: {' or '.join(ORDERS)}."),
-    dtype: str = typer.Option("complex64", "--dtype", help=f"One of {', '.join(DTYPES)}."),
-    memory_limit: Optional[str] = typer.Option(
-        None, "--memory-limit", help="Memory usable per device, e.g. 16GiB (default: the "
-        "profile's usable memory)."),
+    order: Order = OrderOpt,
+    dtype: Dtype = DtypeOpt,
+    memory_limit: Optional[str] = MemOpt,
     seed: int = typer.Option(0, "--seed", help="Seed of the search's random choices."),
     reuse: bool = typer.Option(False, "--reuse", help="Score trees with each group keeping "
                                "step outputs across slices where memory allows."),
@@ -82,18 +94,20 @@ def search_command(
         0, "--narrower", help="Also anneal up to this many powers of two below the best "
         "schedule's width, each round's width drawn by which have produced better trees "
         "(0-8; default 0: at the schedule's width)."),
-    fresh: bool = typer.Option(False, "--fresh", help="Start afresh even if --out holds a search."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end."),
+    fresh: bool = typer.Option(False, "--fresh",
+                               help="Start afresh even if --output holds a search."),
+    as_json: bool = JsonOpt,
 ) -> None:
     """Search a contraction tree scored by the dp schedule's predicted time on a target.
 
-    The result (the best tree, its predicted schedule, the budget spent and the
-    best score over time) goes to --out; plan along it with
-    'qsimdist plan CIRCUIT --tree OUT --profile NAME --devices P'.
+    --profile (the target) and --output (the tree file) are required. The result
+    (the best tree, its predicted schedule, the budget spent and the best score
+    over time) goes to --output after every round, and a search already there for
+    the same target resumes; plan along it with
+    'qsimdist plan CIRCUIT --tree TREE.json --profile NAME --devices P'.
     """
     from ._fileio import check_output_target
     from .api import plan_network
-    from .hardware import load_profile
     from .planner.search import MAX_NARROWER, START_FROM, Target, search
     from .planner.trees import load_tree
 
@@ -105,8 +119,22 @@ def search_command(
     if start_from not in START_FROM:
         raise InvalidInputError(f"--start must be one of {', '.join(START_FROM)}, "
                                 f"not {start_from!r}")
-    check_output_target(out, "--out")
-    prof = load_profile(profile)
+    if out is not None:
+        if output is not None and output != out:
+            raise InvalidInputError("give --output only (--out is its former name), not both")
+        typer.echo("qsimdist: note: --out is deprecated; write --output", err=True)
+        output = out
+    if profile is None:
+        from .hardware import list_profiles
+
+        raise InvalidInputError(
+            "search needs --profile NAME, the hardware to score trees on; valid: "
+            f"{', '.join(p.name for p in list_profiles())} (or the path of a .toml profile file)")
+    if output is None:
+        raise InvalidInputError("search needs --output TREE.json, the tree file written after "
+                                "every round")
+    check_output_target(output, "--output")
+    prof = check_profile(profile)
     p = devices if devices is not None else prof.devices_per_node
     prof.check_devices(p)
     per_device = None
@@ -124,11 +152,12 @@ def search_command(
         typer.echo(_line(state), err=True)
         sys.stderr.flush()
 
-    state = search(net, Target.with_memory(prof, p, dtype, per_device, reuse), seconds, out=out,
-                   start=start, seed=seed, resume=not fresh, narrower=narrower,
+    logger.info("searching a tree for %s on %s x %d for %.0f s", circuit, prof.name, p, seconds)
+    state = search(net, Target.with_memory(prof, p, dtype, per_device, reuse), seconds,
+                   out=output, start=start, seed=seed, resume=not fresh, narrower=narrower,
                    start_from=start_from, progress=report)
     if as_json:
-        typer.echo(json.dumps(dict(state.meta()["search"], file=str(out))))
+        typer.echo(json.dumps(dict(state.meta()["search"], file=str(output))))
         return
     typer.echo(_line(state))
-    typer.echo(f"tree written to {out}")
+    typer.echo(f"tree written to {output}")

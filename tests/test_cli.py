@@ -45,14 +45,21 @@ def cli(capsys, *args) -> tuple[int, str, str]:
 
 
 def assert_error(rc: int, err: str, *words: str) -> None:
-    """Exit code 2, exactly one stderr line 'qsimdist: error: ...' holding every word."""
+    """Exit code 2, exactly one stderr line 'qsimdist: error: ...' holding every word (under
+    --json: one JSON object whose error message holds them)."""
     assert rc == 2, f"exit code {rc}, stderr {err!r}"
     assert "Traceback" not in err
     lines = err.splitlines()
     assert len(lines) == 1, f"stderr is not one line: {err!r}"
-    assert lines[0].startswith("qsimdist: error:"), lines[0]
+    line = lines[0]
+    if line.startswith("{"):
+        obj = json.loads(line)
+        assert obj["exit_code"] == 2 and set(obj) == {"error", "exit_code"}, line
+        line = obj["error"]["message"]
+    else:
+        assert line.startswith("qsimdist: error:"), line
     for w in words:
-        assert w in lines[0], f"{w!r} not in {lines[0]!r}"
+        assert w in line, f"{w!r} not in {line!r}"
 
 
 def parse_text(out: str) -> dict[str, complex]:

@@ -403,14 +403,14 @@ def test_cli_expect_json_and_text(tmp_path, capsys):
     sv = Statevector(qc)
     labels = ["IIZZ", "IIXX", "ZZII", "XIII"]
     rc, out, err = _cli(capsys, "expect", path, *[a for lb in labels for a in ("-O", lb)],
-                        "--json")
+                        "--dtype", "complex128", "--json")
     assert rc == 0, err
     data = json.loads(out)
     assert [e["observable"] for e in data["expectations"]] == labels
     for e in data["expectations"]:
         ref = sv.expectation_value(Pauli(e["observable"])).real
         assert abs(e["value"] - ref) < 1e-10
-    rc, out, err = _cli(capsys, "expect", path, "--observable", "ZZII")
+    rc, out, err = _cli(capsys, "expect", path, "--observable", "ZZII", "--dtype", "complex128")
     assert rc == 0
     label, value = out.split()
     assert label == "ZZII"
@@ -486,7 +486,8 @@ def test_cli_expect_under_mpiexec_equals_single_process():
     """Two ranks (plans made on rank 0, distributed executor) print what one process prints."""
     root = Path(__file__).resolve().parents[1]
     args = [sys.executable, "-m", "qsimdist", "expect", "circuits/rqc_3x4_m8.qsim",
-            "-O", "ZZIIIIIIIIII", "-O", "IIIIIXYIIIII", "-O", "ZIIIIIIIIIIX", "--json"]
+            "-O", "ZZIIIIIIIIII", "-O", "IIIIIXYIIIII", "-O", "ZIIIIIIIIIIX", "--dtype",
+            "complex128", "--json"]
     one = subprocess.run(args, capture_output=True, text=True, cwd=root, timeout=240)
     two = subprocess.run(["mpiexec", "-n", "2", *args], capture_output=True, text=True,
                          cwd=root, timeout=240)

@@ -349,7 +349,7 @@ def test_cli_contract(tmp_path, capsys):
     ("bad_json", "not valid JSON"),
     ("missing_arrays", "no such file"),
     ("missing_network", "no such network file"),
-    ("bad_dtype", "unknown dtype"),
+    ("bad_dtype", "'c32' is not one of 'complex64', 'complex128', 'float32', 'float64'"),
     ("bad_output", ".npy"),
 ])
 def test_cli_contract_errors(tmp_path, capsys, case, words):

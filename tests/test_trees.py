@@ -44,11 +44,19 @@ def cli(capsys, *args):
 
 
 def one_error_line(rc, err, *words):
+    """Exit code 2 and one stderr line (under --json: one JSON object) holding every word."""
     assert rc == 2, err
     lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("qsimdist: error:"), err
+    assert len(lines) == 1, err
+    line = lines[0]
+    if line.startswith("{"):
+        obj = json.loads(line)
+        assert obj["exit_code"] == 2, err
+        line = obj["error"]["message"]
+    else:
+        assert line.startswith("qsimdist: error:"), err
     for w in words:
-        assert w in lines[0], (w, lines[0])
+        assert w in line, (w, line)
 
 
 def reference(bits: str) -> complex:
@@ -154,7 +162,7 @@ def test_bad_trees_are_one_line(tmp_path, capsys, net):
 def test_search_writes_history_and_resumes(tmp_path, capsys, net):
     out = tmp_path / "search.json"
     args = ["search", CIRCUIT, "-b", BITS, "--profile", "local-cpu", "--devices", "1",
-            "--out", out, "--json"]
+            "--output", out, "--json"]
     rc, stdout, err = cli(capsys, *args, "--budget", "4")
     assert rc == 0, err
     first = json.loads(stdout)
@@ -185,7 +193,7 @@ def test_search_writes_history_and_resumes(tmp_path, capsys, net):
     assert second["score"]["predicted_seconds"] <= first["score"]["predicted_seconds"]
     # another target's file is refused
     rc, _, err = cli(capsys, "search", CIRCUIT, "-b", BITS, "--profile", "local-cpu",
-                     "--devices", "2", "--out", out, "--budget", "2")
+                     "--devices", "2", "--output", out, "--budget", "2")
     one_error_line(rc, err, "holds a search for")
 
 
@@ -230,7 +238,7 @@ def test_search_for_a_per_device_memory(tmp_path, capsys):
     and a resumed search must name the same memory."""
     out = tmp_path / "small.json"
     args = ["search", CIRCUIT, "-b", BITS, "--profile", "local-cpu", "--devices", "2",
-            "--out", out, "--memory-limit", "4KiB"]
+            "--output", out, "--memory-limit", "4KiB"]
     rc, stdout, err = cli(capsys, *args, "--budget", "3", "--json")
     assert rc == 0, err
     got = json.loads(stdout)
@@ -249,10 +257,10 @@ def test_search_starts_from_the_greedy_tree_or_the_hyper_optimiser(tmp_path, cap
         out = tmp_path / f"{kind}.json"
         extra = [] if kind is None else ["--start", kind]
         rc, stdout, err = cli(capsys, "search", CIRCUIT, "-b", BITS, "--profile", "local-cpu",
-                              "--devices", "1", "--out", out, "--budget", "3", *extra)
+                              "--devices", "1", "--output", out, "--budget", "3", *extra)
         assert rc == 0, err
         assert origin in load_tree(out, net).meta["from"]
     rc, _, err = cli(capsys, "search", CIRCUIT, "-b", BITS, "--profile", "local-cpu",
-                     "--out", tmp_path / "x.json", "--budget", "3", "--start", "kahypar")
+                     "--output", tmp_path / "x.json", "--budget", "3", "--start", "kahypar")
     one_error_line(rc, err, "greedy, hyper", "'kahypar'")
     assert not (tmp_path / "x.json").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Optional
 
@@ -10,15 +11,20 @@ import typer
 from ..config import format_bytes
 from .common import (
     BLOCK,
+    Backend,
     BackendOpt,
     CircuitArg,
+    Dtype,
     DtypeOpt,
     GemmOpt,
     JsonOpt,
     MaxTimeOpt,
     MemOpt,
+    Order,
     OrderOpt,
+    ProfileOpt,
     RepeatsOpt,
+    check_profile,
     output_fault,
     progress_bar,
     rank,
@@ -26,6 +32,8 @@ from .common import (
     under_mpi,
     write_amplitudes,
 )
+
+logger = logging.getLogger(__name__)
 
 
 def amplitude(
@@ -36,17 +44,13 @@ def amplitude(
     bitstrings_file: Optional[Path] = typer.Option(
         None, "--bitstrings-file", help="File with one bitstring per line."
     ),
-    order: str = OrderOpt,
-    dtype: str = DtypeOpt,
+    order: Order = OrderOpt,
+    dtype: Dtype = DtypeOpt,
     memory_limit: Optional[str] = MemOpt,
-    backend: str = BackendOpt,
+    backend: Backend = BackendOpt,
     max_time: Optional[float] = MaxTimeOpt,
     max_repeats: Optional[int] = RepeatsOpt,
-    profile: Optional[str] = typer.Option(
-        None, "--profile",
-        help="Under mpiexec: hardware profile the distributed plan is made for (default "
-        "local-cpu); --memory-limit is then the limit per rank.",
-    ),
+    profile: Optional[str] = ProfileOpt,
     gemm: str = GemmOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -58,6 +62,7 @@ def amplitude(
     from ..api import amplitudes, distributed_amplitudes
     from ..engine.amplitudes import load_circuit, path_options_from
 
+    check_profile(profile)  # refused before any work, under mpiexec or not
     options = dict(order=order, dtype=dtype, memory_limit=memory_limit, backend=backend,
                    gemm=gemm)
     with progress_bar("contracting") as progress:
@@ -70,8 +75,13 @@ def amplitude(
         else:
             gc = load_circuit(circuit)
             bits = read_bitstrings(bitstrings or [], bitstrings_file) or ["0" * gc.n_qubits]
+            logger.info("read %s: %d qubits, %d gate(s); %d bitstring pattern(s)", circuit,
+                        gc.n_qubits, len(gc.gates), len(bits))
             res = amplitudes(gc, bits, max_time=max_time, max_repeats=max_repeats,
                              progress=progress, profile=profile, **options)
+    logger.info("amplitudes done: %s route, %d contraction(s), plan %.3f s, execute %.3f s",
+                res.stats.get("method", "tensor-network"), res.stats.get("contractions", 0),
+                res.stats.get("plan_seconds", 0.0), res.stats.get("execute_seconds", 0.0))
     if rank() != 0:
         output_fault()
         return

@@ -7,7 +7,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 import typer
 
@@ -17,29 +17,115 @@ from ..errors import InvalidInputError
 CircuitArg = typer.Argument(
     ..., help="Circuit file (.qasm OpenQASM 2/3, .qasm3, .qsim) or network (.json + .npz)."
 )
-OrderOpt = typer.Option("qiskit", "--order", help=f"Bitstring order: {' or '.join(ORDERS)}.")
-DtypeOpt = typer.Option("complex64", "--dtype", help=f"One of {', '.join(DTYPES)}.")
+
+# The options every command that takes them shares: one name, one type, one default and one
+# help text each (tests/test_cli_grammar.py checks every command against these objects).
+
+#: array libraries the executors run on
+BACKENDS = ("numpy", "cupy")
+#: real dtypes ``contract`` also takes (they compute in the complex dtype of their precision)
+REAL_DTYPES = ("float32", "float64")
+
+
+def _choice(values: tuple[str, ...]):
+    """The annotation that makes an option a choice of ``values``: ``Literal[values]``, which
+    typer >= 0.19 turns into a choice (its help lists the values; a bad value is a usage
+    error). Older typers take ``str``, and the command checks the value itself.
+
+    (``click_type=click.Choice(...)`` is no way round: typer 0.2x vendors its own click,
+    whose parser does not catch the errors of the installed click's ``Choice``.)
+    """
+    try:
+        major, minor = (int(x) for x in typer.__version__.split(".")[:2])
+    except ValueError:
+        return Literal[values]  # a development version: assume a recent one
+    return Literal[values] if (major, minor) >= (0, 19) else str
+
+
+Dtype = _choice(DTYPES)
+NetworkDtype = _choice(DTYPES + REAL_DTYPES)
+Order = _choice(ORDERS)
+Backend = _choice(BACKENDS)
+
+OutputOpt = typer.Option(
+    None, "--output", "-o",
+    help="Write the result to this file (the command's description says what it holds).",
+)
+JsonOpt = typer.Option(
+    False, "--json",
+    help="Print machine-readable JSON on stdout instead of text; an error is then one JSON "
+    "object on stderr.",
+)
+DtypeOpt = typer.Option(
+    "complex64", "--dtype",
+    help="Working precision: complex64 (about 7 significant digits) or complex128 (about 16, "
+    "twice the memory).",
+)
+OrderOpt = typer.Option(
+    "qiskit", "--order",
+    help="Character order of bitstrings and Pauli labels: qiskit (the rightmost character is "
+    "(qu)bit 0) or natural (character i is (qu)bit i).",
+)
+ProfileOpt = typer.Option(
+    None, "--profile",
+    help="Hardware profile (a name from 'qsimdist profiles', or a .toml file) plans are made "
+    "for: under mpiexec the distributed plan (default local-cpu; --memory-limit is then per "
+    "rank); 'plan' predicts a distribution on it, 'search' scores trees on it.",
+)
 MemOpt = typer.Option(
-    None,
-    "--memory-limit",
-    help="Peak memory allowed, e.g. 8GiB; slices to fit. Default: 80% of the memory available now "
-    "($QSIMDIST_MEMORY_LIMIT overrides; 'none': no slicing, bounded by physical memory + swap).",
+    None, "--memory-limit",
+    help="Peak memory allowed, e.g. 8GiB: plans slice to fit it, and one that cannot fit is "
+    "refused. 'none': no slicing (bounded by physical memory + swap). Default: 80% of the "
+    "memory available now ($QSIMDIST_MEMORY_LIMIT overrides). Under mpiexec: per rank; with "
+    "a profile to plan for ('plan --profile', 'search'): per device, default the profile's.",
+)
+BackendOpt = typer.Option(
+    "numpy", "--backend",
+    help="Array library: numpy (CPU) or cupy (NVIDIA GPU; install the gpu extra).",
+)
+#: ``contract`` alone: a network's arrays may be real, and their own dtype is the default
+NetworkDtypeOpt = typer.Option(
+    None, "--dtype",
+    help="complex64, complex128, float32 or float64 (real ones compute in the complex dtype "
+    "of the same precision and need real arrays). Default: the arrays' own dtype (random "
+    "arrays: complex128).",
 )
 MaxTimeOpt = typer.Option(None, "--max-time", help="Path search budget in seconds.")
 RepeatsOpt = typer.Option(None, "--max-repeats", help="Path search trials.")
-JsonOpt = typer.Option(False, "--json", help="Print one JSON object instead of text.")
-BackendOpt = typer.Option("numpy", "--backend", help="Array library: numpy or cupy.")
 GemmOpt = typer.Option(
     "complex", "--gemm",
-    help="How BLAS steps multiply: complex (default); 3m (three real GEMMs on large steps, "
-    "slightly less accurate); tf32, 3m-tf32 (--backend cupy, complex64: cuBLAS's TF32 "
-    "compute type, less accurate; BENCHMARKS.md section 18).")
+    help="How BLAS steps multiply: complex (default); 3m (three real GEMMs on steps whose m, "
+    "n and k all reach 64: a quarter fewer FLOPs there; on a random 3-regular network the "
+    "error against complex128 measured 1.6e-6 instead of 9.1e-7); tf32, 3m-tf32 (--backend "
+    "cupy, complex64: cuBLAS's TF32 compute type, less accurate).",
+)
 
+
+def check_profile(profile: Optional[str]):
+    """The hardware profile ``profile`` names (``None``: none given), checked before any work.
+
+    An unknown name is refused in one line listing the valid ones, whether or not the
+    command runs under mpiexec (where every rank refuses it alike).
+    """
+    if profile is None:
+        return None
+    from ..errors import ProfileError
+    from ..hardware import load_profile
+
+    try:
+        return load_profile(profile)
+    except ProfileError as exc:
+        path_like = profile.endswith(".toml") or "/" in profile or os.sep in profile
+        if under_mpi() and not path_like:  # the bundled names are the same on every rank
+            from ..executors.liveness import mark_collective
+
+            raise mark_collective(exc) from None
+        raise
 
 
 def fail(msg: str) -> None:
-    typer.echo(f"qsimdist: error: {msg}", err=True)
-    raise typer.Exit(code=2)
+    """Refuse the command's input: one line (or one JSON object under --json), exit code 2."""
+    raise InvalidInputError(msg)
 
 
 @contextmanager
@@ -151,9 +237,20 @@ def under_mpi() -> bool:
     return launched_under_mpi()
 
 
+#: where launchers (MPICH/Hydra, Open MPI, PMIx, MVAPICH) put a process's rank
+_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK")
+
+
 def rank() -> int:
-    """This process's MPI rank (0 when MPI was never started)."""
+    """This process's MPI rank: ``COMM_WORLD``'s once MPI runs; before that, under
+    mpiexec, the one the launcher set in the environment (so an error met before MPI
+    starts is printed by rank 0 alone); else 0."""
     mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
-        return 0
-    return mpi.COMM_WORLD.Get_rank()
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        return mpi.COMM_WORLD.Get_rank()
+    if under_mpi():
+        for var in _RANK_VARS:
+            value = os.environ.get(var, "")
+            if value.isdigit():
+                return int(value)
+    return 0

@@ -11,7 +11,7 @@ import typer
 
 from ..config import format_bytes
 from ..errors import InvalidInputError
-from .common import check_output_path
+from .common import JsonOpt, OutputOpt, check_output_path
 
 
 def profile_row(p) -> dict:
@@ -24,10 +24,11 @@ def profile_row(p) -> dict:
     return row
 
 
-def profiles(
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of profiles."),
-) -> None:
-    """List the bundled hardware profiles (backends/*.toml), with per-device numbers."""
+def profiles(as_json: bool = JsonOpt) -> None:
+    """List the bundled hardware profiles (backends/*.toml), with per-device numbers.
+
+    --json prints them as one JSON list.
+    """
     from ..hardware import list_profiles
 
     found = list_profiles()
@@ -56,9 +57,7 @@ def profiles(
 
 
 def calibrate(
-    output: Path = typer.Option(
-        ..., "--output", "-o", help="Profile file to write, e.g. backends/mybox.toml."
-    ),
+    output: Optional[Path] = OutputOpt,
     name: Optional[str] = typer.Option(
         None, "--name", help="Profile name. Default: the file's stem."
     ),
@@ -75,12 +74,15 @@ def calibrate(
 ) -> None:
     """Measure this machine (GEMM, copy bandwidth, memory; Alltoall under mpiexec) as a profile.
 
+    --output names the profile file to write (required), e.g. backends/mybox.toml.
     With --from-trace, fit GEMM rate, per-step overhead, link bandwidth and
     latency to the steps of measured distributed runs instead.
     """
     from ..hardware import save_profile
     from ..hardware.calibrate import calibrate as measure
 
+    if output is None:
+        raise InvalidInputError("calibrate needs --output FILE.toml, the profile file to write")
     if output.suffix != ".toml":
         raise InvalidInputError(f"profile file must end in .toml, got {str(output)!r}")
     # fail before measuring when the file cannot be written (a folder, or a file in the way)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -12,20 +14,28 @@ import typer
 from ..errors import InvalidInputError, PlanFormatError
 from .common import (
     BLOCK,
+    Backend,
     BackendOpt,
+    Dtype,
     DtypeOpt,
     GemmOpt,
     JsonOpt,
     MaxTimeOpt,
     MemOpt,
+    Order,
     OrderOpt,
+    OutputOpt,
+    ProfileOpt,
     RepeatsOpt,
     check_output_path,
+    check_profile,
     progress_bar,
     rank,
     under_mpi,
     write_amplitudes,
 )
+
+logger = logging.getLogger(__name__)
 
 
 def plan(
@@ -35,16 +45,13 @@ def plan(
     bitstring: Optional[str] = typer.Option(
         None, "--bitstring", "-b", help="Bitstring pattern (* = open). Default: all zeros."
     ),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the plan JSON here."),
-    order: str = OrderOpt,
-    dtype: str = DtypeOpt,
+    output: Optional[Path] = OutputOpt,
+    order: Order = OrderOpt,
+    dtype: Dtype = DtypeOpt,
     memory_limit: Optional[str] = MemOpt,
     max_time: Optional[float] = MaxTimeOpt,
     max_repeats: Optional[int] = RepeatsOpt,
-    profile: Optional[str] = typer.Option(
-        None, "--profile",
-        help="Hardware profile (see 'qsimdist profiles') for a distribution report (predicted).",
-    ),
+    profile: Optional[str] = ProfileOpt,
     devices: Optional[int] = typer.Option(
         None, "--devices", help="Devices P (a power of two) for --profile; default: one node."
     ),
@@ -64,9 +71,10 @@ def plan(
 ) -> None:
     """Plan the contraction of CIRCUIT (path, slicing, lifetime layouts) and print a summary.
 
-    With --profile and --devices, also plan its distribution over P devices and
-    compare dp, forced-only and slice-only side by side. With --tree, plan along
-    a given tree (see 'qsimdist search').
+    --output FILE.json writes the plan, for 'qsimdist run'. With --profile and
+    --devices, also plan its distribution over P devices and compare dp,
+    forced-only and slice-only side by side. With --tree, plan along a given
+    tree (see 'qsimdist search').
     """
     from ..api import plan as make
     from ..planner.plan import Plan
@@ -74,6 +82,7 @@ def plan(
     if profile is None and (devices is not None or plot is not None or reuse):
         raise InvalidInputError(
             "--devices, --plot and --reuse need --profile NAME (see 'qsimdist profiles')")
+    prof = check_profile(profile)  # an unknown name is refused before any planning
     if output is not None:
         check_output_path(output, "-o")
     if plot is not None:
@@ -81,9 +90,12 @@ def plan(
     saved = saved_plan(circuit)
     if saved is not None and tree is not None:
         raise InvalidInputError("--tree plans a circuit or network; a saved plan has its tree")
+    started = time.perf_counter()
     if saved is not None:
+        logger.info("reading the saved plan %s", circuit)
         p = Plan.from_dict(saved, str(circuit))
     else:
+        logger.info("planning %s", circuit)
         p = make(
             str(circuit),
             bitstrings=bitstring,
@@ -96,13 +108,14 @@ def plan(
             progbar=sys.stderr.isatty(),
             tree=tree,
         )
+        logger.info("planned in %.3f s: %.3e flops, %d slice(s)", time.perf_counter() - started,
+                    p.stats.flops, p.stats.n_slices)
     report = None
-    if profile is not None:
-        from ..hardware import load_profile
+    if prof is not None:
         from ..planner.distribution import scheduled_plan
         from ..report import distribution_report, format_report, plot_schedule
 
-        prof = load_profile(profile)
+        logger.info("scheduling the plan on profile %s", prof.name)
         p_devices = devices if devices is not None else prof.devices_per_node
         report, schedules = distribution_report(p, prof, p_devices, reuse=reuse)
         # the plan written is the one the dp schedule runs: its slicing, with the schedule
@@ -151,13 +164,8 @@ def saved_plan(path: Path) -> Optional[dict]:
 
 def run(
     plan_file: Path = typer.Argument(..., help="A plan written by 'qsimdist plan -o'."),
-    backend: str = BackendOpt,
-    memory_limit: Optional[str] = typer.Option(
-        None,
-        "--memory-limit",
-        help="Refuse plans peaking above this, e.g. 8GiB. Default: 80% of the memory available "
-        "now ($QSIMDIST_MEMORY_LIMIT overrides); 'none': physical memory + swap.",
-    ),
+    backend: Backend = BackendOpt,
+    memory_limit: Optional[str] = MemOpt,
     trace: Optional[Path] = typer.Option(
         None, "--trace",
         help="Under mpiexec: write each step's measured seconds, bytes and peak beside the "
@@ -170,7 +178,8 @@ def run(
 
     Under 'mpiexec -n P' rank 0 reads the plan and sends it to every rank, which
     run its distributed schedule (made with 'plan --profile NAME --devices P');
-    --memory-limit is then the limit per rank. Rank 0 prints the result.
+    --memory-limit is then the limit per rank. A saved plan is already sliced:
+    one peaking above --memory-limit is refused. Rank 0 prints the result.
     """
     import numpy as np
 
@@ -200,9 +209,13 @@ def run(
     if "comm" not in options:
         check_plan_fits(p, memory_limit)  # before anything is allocated
     pattern = p.meta.get("bitstring")
+    logger.info("executing %s on %s: %d slice(s), %.3e flops", plan_file, backend,
+                p.stats.n_slices, p.stats.flops)
+    started = time.perf_counter()
     with progress_bar("slices") as progress:
         value = np.asarray(to_numpy(p.execute(backend=backend, progress=progress,
                                                **options))).reshape(-1)
+    logger.info("executed in %.3f s", time.perf_counter() - started)
     if "stats" in options:
         gathered = options["comm"].gather(options["stats"].to_dict(), root=0)
         if trace is not None and rank() == 0:

@@ -3,11 +3,16 @@
 The cache key is the network's canonical structure (indices renamed by first
 appearance) plus the search options, so a structurally identical query —
 the same circuit with another bitstring, say — skips the search. Paths are
-kept in memory and on disk (``$QSIMDIST_CACHE_DIR``, default
-``~/.cache/qsimdist/paths``) as JSON. Entries read from disk are checked
-against the network (a damaged or stale entry is a miss, warned about once
-and rewritten); a cache folder that cannot be used is warned about once and
-the run goes on without it.
+kept in memory and on disk as JSON, in ``paths/`` of the qsimdist cache folder
+(``$QSIMDIST_CACHE_DIR``, else the user cache folder of :mod:`platformdirs`:
+``$XDG_CACHE_HOME/qsimdist``, by default ``~/.cache/qsimdist``, on Linux). The
+disk entries are bounded in total (``$QSIMDIST_CACHE_MAX_BYTES``, default
+256 MiB): a write that takes them past it removes the least recently used
+(last read or written) ones. Entries
+read from disk are checked against the network (a damaged or stale entry is a
+miss, warned about once and rewritten); a cache folder that cannot be used is
+warned about once and the run goes on without it. ``qsimdist cache info`` and
+``qsimdist cache clear`` report on and empty it.
 
 Searches are seeded (:attr:`PathOptions.seed`), so the same network, options
 and library versions give the same path, hence the same bits. A network that
@@ -21,9 +26,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import random
+import re
+import stat
+import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from .._fileio import atomic_write_text, read_regular_bytes
+from ..config import parse_memory
 from ..errors import InvalidInputError, PlanError
 from ..network import Network
 from .lifetime import death_steps
@@ -41,6 +51,153 @@ _MEMORY_CACHE: dict[str, dict] = {}
 _WARNED: set[str] = set()
 #: largest path cache entry read (a path for a million tensors is ~20 MB)
 MAX_ENTRY_BYTES = 64 << 20
+
+logger = logging.getLogger(__name__)
+
+# ------------------------------------------------------------------ the disk cache
+#: total bytes of disk path entries kept when ``$QSIMDIST_CACHE_MAX_BYTES`` is unset
+DEFAULT_CACHE_MAX_BYTES = 256 << 20
+#: names of the files qsimdist writes in the cache: entries (a SHA-256 key), the temporary
+#: names of their atomic writes, and the sampler's chain records (``chains/``)
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.json")
+_TEMP_NAME = re.compile(r"\.[0-9a-f]{64}\.json\..+\.tmp")
+_CHAIN_NAME = re.compile(r"[0-9a-f]{64}")
+#: an atomic write's temporary file this old (seconds) was left by a process that died
+STALE_TEMP_SECONDS = 3600.0
+#: bytes of the entries in each cache folder as this process last counted them, plus what
+#: it wrote since: the folder is listed again only when that passes the bound
+_DISK_BYTES: dict[str, int] = {}
+
+
+def cache_root() -> Path:
+    """The qsimdist cache folder: ``$QSIMDIST_CACHE_DIR``, else the platform's user cache
+    folder for qsimdist (``$XDG_CACHE_HOME/qsimdist`` or ``~/.cache/qsimdist`` on Linux)."""
+    env = os.environ.get("QSIMDIST_CACHE_DIR")
+    if env:
+        return Path(env)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("qsimdist", appauthor=False))
+
+
+def cache_dir() -> Path:
+    """The folder of the disk path cache's entries."""
+    return cache_root() / "paths"
+
+
+def cache_max_bytes() -> int | None:
+    """The disk path cache's bound in bytes: ``$QSIMDIST_CACHE_MAX_BYTES`` (a size such as
+    ``64MiB``; ``0``: write nothing to disk; ``none``: unbounded), else 256 MiB."""
+    value = os.environ.get("QSIMDIST_CACHE_MAX_BYTES", "").strip()
+    if not value:
+        return DEFAULT_CACHE_MAX_BYTES
+    if value.lower() in ("none", "unlimited"):
+        return None
+    if value == "0":
+        return 0
+    try:
+        return parse_memory(value)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"QSIMDIST_CACHE_MAX_BYTES: {exc}; or 0 (no disk cache) or "
+                                "none (unbounded)") from None
+
+
+def _listing(folder: Path, pattern: re.Pattern) -> list[tuple[Path, int, float]]:
+    """(path, bytes, mtime) of the regular files in ``folder`` whose names match ``pattern``."""
+    found = []
+    try:
+        names = os.listdir(folder)
+    except OSError:  # no folder yet, or not readable
+        return found
+    for name in names:
+        if not pattern.fullmatch(name):
+            continue
+        path = folder / name
+        try:
+            st = path.lstat()
+        except OSError:  # removed by another process meanwhile
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found.append((path, st.st_size, st.st_mtime))
+    return found
+
+
+def cache_entries() -> list[tuple[Path, int, float]]:
+    """The disk path cache's entries as (path, bytes, last use), least recently used first."""
+    return sorted(_listing(cache_dir(), _ENTRY_NAME), key=lambda e: e[2])
+
+
+def evict_entries(bound: int | None, keep: Path | None = None) -> list[Path]:
+    """Remove the least recently used entries until they total at most ``bound`` bytes.
+
+    ``keep`` (the entry just written) goes last. Returns the files removed; one that
+    another process removed first, or that cannot be removed, is skipped.
+    """
+    if bound is None:
+        return []
+    entries = cache_entries()
+    total = sum(size for _, size, _ in entries)
+    _DISK_BYTES[str(cache_dir())] = total
+    entries.sort(key=lambda e: (e[0] == keep, e[2]))
+    removed = []
+    for path, size, _ in entries:
+        if total <= bound:
+            break
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            logger.debug("cannot remove the path cache entry %s (%s)", path, exc)
+            continue
+        total -= size
+        removed.append(path)
+    _DISK_BYTES[str(cache_dir())] = total
+    if removed:
+        logger.info("path cache over its bound (%d bytes): removed %d least recently used "
+                    "entr%s", bound, len(removed), "y" if len(removed) == 1 else "ies")
+    return removed
+
+
+def cache_info() -> dict:
+    """Where the disk path cache is, its entries, their bytes and its bound."""
+    entries = cache_entries()
+    return {"folder": str(cache_dir()), "entries": len(entries),
+            "bytes": sum(size for _, size, _ in entries), "max_bytes": cache_max_bytes()}
+
+
+def clear_cache() -> dict:
+    """Remove qsimdist's files from its cache folder (path entries, the temporary files of
+    writes that died, the sampler's chain records) and empty the in-memory cache.
+
+    Nothing else in the folder is touched. Returns the folder, the entries removed
+    and their bytes, and the other files removed.
+    """
+    _MEMORY_CACHE.clear()
+    _DISK_BYTES.clear()
+    folder = cache_dir()
+    now = time.time()
+    entries = _listing(folder, _ENTRY_NAME)
+    others = [e for e in _listing(folder, _TEMP_NAME) if now - e[2] > STALE_TEMP_SECONDS]
+    others += _listing(cache_root() / "chains", _CHAIN_NAME)
+    removed: list[tuple[Path, int, float]] = []
+    for entry in entries + others:
+        try:
+            entry[0].unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(entry)
+    for sub in (folder, cache_root() / "chains"):
+        try:
+            sub.rmdir()  # only when nothing else is left in it
+        except OSError:
+            pass
+    gone_entries = [e for e in removed if _ENTRY_NAME.fullmatch(e[0].name)
+                    and e[0].parent == folder]
+    return {"folder": str(folder), "entries": len(gone_entries),
+            "bytes": sum(size for _, size, _ in gone_entries),
+            "other_files": len(removed) - len(gone_entries),
+            "files": [str(e[0]) for e in removed]}
 
 #: networks up to this many tensors get cotengra's exact 'optimal' path
 OPTIMAL_MAX_TENSORS = 12
@@ -129,10 +286,6 @@ def _slice(tree, target_size: int, max_repeats: int = 16):
         ) from None
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("QSIMDIST_CACHE_DIR", Path.home() / ".cache" / "qsimdist")) / "paths"
-
-
 def sliced_names(net: Network, tree) -> list[str]:
     """The network's names of the indices a cotengra tree over ``net.symbolic()`` slices."""
     names = net.canonical_names()
@@ -196,19 +349,38 @@ def _read_entry(cfile: Path, net: Network) -> dict | None:
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         why = f"not UTF-8 JSON ({type(exc).__name__})"
     if why is None:
+        try:
+            os.utime(cfile)  # its last use: the bound removes the least recently used first
+        except OSError:
+            pass
         return entry
     _warn_once(f"entry:{cfile}", f"qsimdist: ignoring the damaged path cache entry {cfile} "
                f"({why}); searching again and rewriting it")
     return None
 
 
-def _write_entry(cfile: Path, entry: dict) -> None:
-    """Write a cache entry atomically; an unusable cache folder is warned about once."""
+def _write_entry(cfile: Path, entry: dict, bound: int | None) -> None:
+    """Write a cache entry atomically, then keep the entries within ``bound`` bytes (``0``:
+    write nothing); an unusable cache folder is warned about once."""
+    if bound == 0:
+        return
+    text = json.dumps(entry)
     try:
-        atomic_write_text(cfile, json.dumps(entry))
+        atomic_write_text(cfile, text)
     except OSError as exc:
         _warn_once(f"write:{cfile.parent}", f"qsimdist: cannot write the path cache in "
                    f"{cfile.parent} ({exc.strerror or exc}); running without it")
+        return
+    logger.debug("path cache entry written: %s", cfile)
+    if bound is None:
+        return
+    # count the folder once per process, then add what is written: a folder of many
+    # entries is not listed after every write, only when the count passes the bound
+    folder = str(cfile.parent)
+    if folder in _DISK_BYTES:
+        _DISK_BYTES[folder] += len(text.encode("utf-8"))
+    if _DISK_BYTES.get(folder, bound + 1) > bound:
+        evict_entries(bound, keep=cfile)
 
 
 @contextlib.contextmanager
@@ -302,23 +474,34 @@ def find_path(
     key = hashlib.sha256(key_blob.encode()).hexdigest()
     cached = _MEMORY_CACHE.get(key) if options.cache else None
     cfile = cache_dir() / f"{key}.json"
-    if cached is None and options.cache:
+    if cached is not None:
+        logger.debug("path cache hit (memory): %s", key[:12])
+    elif options.cache:
         cached = _read_entry(cfile, net)
         if cached is not None:
+            logger.info("path cache hit (disk): %s", cfile)
             _MEMORY_CACHE[key] = cached
+        else:
+            logger.info("path cache miss: %s", key[:12])
     if cached is not None:
         return PathResult(
             [tuple(p) for p in cached["ssa_path"]],
             [names[i] for i in cached["sliced"]],
             from_cache=True,
         )
+    bound = cache_max_bytes() if options.cache else None  # a bad setting refused first
+    logger.info("path search started: %d tensor(s), %d index(es)", net.num_tensors,
+                len(net.size_dict))
+    started = time.perf_counter()
     with _seeded(options.seed):
         ssa_path, sliced_sym, sym = _search(net, options, target_size, progbar)
+    logger.info("path search finished in %.3f s: %d sliced index(es)",
+                time.perf_counter() - started, len(sliced_sym))
     sym_index = {s: i for i, s in enumerate(sym)}
     entry = {"ssa_path": [list(p) for p in ssa_path], "sliced": [sym_index[s] for s in sliced_sym]}
     if options.cache:
         _MEMORY_CACHE[key] = entry
-        _write_entry(cfile, entry)
+        _write_entry(cfile, entry, bound)
     return PathResult(ssa_path, [names[i] for i in entry["sliced"]])
 
 

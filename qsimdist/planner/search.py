@@ -187,7 +187,7 @@ def _resume(path: Path, net: Network, target: Target) -> dict | None:
             f"{path} holds a search for {got.get('profile')} x {got.get('devices')} "
             f"({got.get('dtype')}, {got.get('usable_memory_per_device')} B per device), not "
             f"{want['profile']} x {want['devices']} ({want['dtype']}, "
-            f"{want['usable_memory_per_device']} B); name another --out or the same target")
+            f"{want['usable_memory_per_device']} B); name another --output or the same target")
     try:
         return {"tree": tree, "spent": float(info["spent_seconds"]),
                 "cpu": float(info.get("cpu_seconds", 0.0)), "rounds": int(info["rounds"]),
@@ -195,7 +195,7 @@ def _resume(path: Path, net: Network, target: Target) -> dict | None:
                 "tries": list(info.get("tries", []))}
     except (KeyError, TypeError, ValueError):
         raise PlanFormatError(f"{path}: its search record is incomplete; start afresh "
-                              "with another --out") from None
+                              "with another --output") from None
 
 
 def _anneal(ctree, width_log2: float, seconds: float, rng: random.Random):

@@ -15,12 +15,16 @@ probability of every outcome given the syndrome (column ``l`` has observable
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from ..commands.common import JsonOpt
 from ..errors import InvalidInputError
+
+logger = logging.getLogger(__name__)
 
 
 def read_syndromes(path: Path, num_detectors: int):
@@ -69,7 +73,7 @@ def decode_command(
              "syndrome) or 'observables' (the observables' graphlike sector, the others summed "
              "over: exact given those, and far cheaper on circuit-level models).",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+    as_json: bool = JsonOpt,
 ) -> None:
     """Maximum-likelihood logical-observable flips for each syndrome in --syndromes.
 
@@ -84,6 +88,8 @@ def decode_command(
         raise InvalidInputError(f"--batch-size must be >= 1, got {batch_size}")
     decoder = MLDecoder(str(model_file), batch_size=batch_size, detectors=detectors)
     bits = read_syndromes(syndromes, decoder.num_detectors)
+    logger.info("decoding %d shot(s): %d detector(s), %d observable(s)", bits.shape[0],
+                decoder.num_detectors, decoder.num_observables)
     probs = decoder.probabilities(bits)
     pred = outcome_bits(probs, decoder.num_observables)
     lines = ["".join("1" if b else "0" for b in row) for row in pred.tolist()]

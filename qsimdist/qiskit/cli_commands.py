@@ -9,13 +9,29 @@ measure every qubit.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from ..commands.common import (
+    Backend,
+    BackendOpt,
+    Dtype,
+    DtypeOpt,
+    JsonOpt,
+    MemOpt,
+    Order,
+    OrderOpt,
+    ProfileOpt,
+    check_profile,
+)
+from ..config import check_order
 from ..errors import InvalidInputError
+
+logger = logging.getLogger(__name__)
 
 _QASM = (".qasm", ".qasm2", ".qasm3")
 
@@ -52,42 +68,50 @@ def sample(
     shots: int = typer.Option(1024, "--shots", help="Number of shots (>= 1)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed: the same seed, the same "
                                        "bitstrings."),
-    dtype: str = typer.Option("complex64", "--dtype", help="complex64 or complex128."),
-    memory_limit: Optional[str] = typer.Option(
-        None, "--memory-limit", help="Peak memory per contraction, e.g. 8GiB ('none': no limit)."),
-    backend: str = typer.Option("numpy", "--backend",
-                                help="Array library of the contractions: numpy or cupy."),
+    dtype: Dtype = DtypeOpt,
+    memory_limit: Optional[str] = MemOpt,
+    backend: Backend = BackendOpt,
     method: str = typer.Option("auto", "--method",
                                help="auto (the router's cheapest), statevector, marginal, "
                                     "doubled-marginal, chain or rejection."),
-    profile: Optional[str] = typer.Option(
-        None, "--profile", help="Under mpiexec: hardware profile of the distributed plans."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    profile: Optional[str] = ProfileOpt,
+    order: Order = OrderOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
-    """Draw SHOTS bitstrings of CIRCUIT exactly and print their counts (qubit 0 rightmost).
+    """Draw SHOTS bitstrings of CIRCUIT exactly and print their counts (bit 0 rightmost).
 
     Mid-circuit measurements, resets and 'if' blocks are supported (deferred
     measurement). Counts join all classical registers, the last register's
-    bits leftmost, as Qiskit's join_data() does.
+    bits leftmost, as Qiskit's join_data() does; '--order natural' reverses
+    each bitstring (character i is classical bit i, which is qubit i when the
+    circuit measures every qubit).
     """
     if shots < 1:
         raise InvalidInputError(f"--shots must be at least 1, got {shots}")
     if seed is not None and seed < 0:
         raise InvalidInputError(f"--seed must be a non-negative integer, got {seed}")
+    check_order(order)
+    check_profile(profile)  # refused before any work, under mpiexec or not
     from .sampler import SamplerV2
 
     qc = load_sampling_circuit(circuit)
+    logger.info("sampling %d shot(s) of %s: %d qubit(s), %d clbit(s)", shots, circuit,
+                qc.num_qubits, qc.num_clbits)
     options = {"dtype": dtype, "memory_limit": memory_limit, "method": method,
                "profile": profile, "backend": backend}
     result = SamplerV2(seed=seed, options=options).run([qc], shots=shots).result()[0]
     counts = result.join_data().get_counts()
     info = result.metadata["sampling"]
+    logger.info("sampled: method %s, %d contraction(s)", info["method"], info["contractions"])
+    if order == "natural":  # character i is classical bit i
+        counts = {bits[::-1]: count for bits, count in counts.items()}
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and mpi.COMM_WORLD.Get_rank() != 0:
         return
     ordered = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
     if as_json:
-        typer.echo(json.dumps({"counts": ordered, "shots": shots, "method": info["method"],
+        typer.echo(json.dumps({"counts": ordered, "shots": shots, "order": order,
+                               "method": info["method"],
                                "predicted_flops": info["predicted_flops"],
                                "contractions": info["contractions"],
                                "route": info.get("route")}))
