@@ -49,7 +49,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-DATA = ROOT.parent / "shared" / "data"
+DATA = Path(os.environ.get("QSIMDIST_SHARED_DATA", ROOT.parent / "shared" / "data"))
 N30 = DATA / "circuits" / "circuit_n30_m14_s0_e0_pEFGH.qsim"
 QSIMDIST = shutil.which("qsimdist") or "qsimdist"
 

@@ -10,6 +10,7 @@ routes; a result that cannot fit is refused before anything is allocated.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -22,10 +23,10 @@ import qsimdist
 import qsimdist.engine.memory
 from qsimdist.cli import main
 from qsimdist.engine import MemoryBudget, RunOptions
-from qsimdist.errors import InvalidInputError, MissingDependencyError, PlanError, ProfileError
 from qsimdist.engine.expectation import ExpectationEngine, expectation_values
-from qsimdist.qiskit import EstimatorV2, SamplerV2
 from qsimdist.engine.sampling import Contractor, sample_bits
+from qsimdist.errors import InvalidInputError, MissingDependencyError, PlanError, ProfileError
+from qsimdist.qiskit import EstimatorV2, SamplerV2
 
 
 def brick(n: int, depth: int, seed: int) -> QuantumCircuit:
@@ -424,8 +425,8 @@ def test_batcher_opens_qubits_only_for_a_saving_beyond_the_prices_error():
         assert report["predicted_seconds"] == (2.0 if want == 2 else open_price)
 
 
-N30 = Path(__file__).resolve().parents[2] / "shared" / "data" / "circuits" / (
-    "circuit_n30_m14_s0_e0_pEFGH.qsim")
+N30 = Path(os.environ.get("QSIMDIST_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared"
+                          / "data")) / "circuits" / "circuit_n30_m14_s0_e0_pEFGH.qsim"
 
 
 @pytest.mark.skipif(not N30.exists(), reason="needs ../shared/data (Google's n30 circuit)")

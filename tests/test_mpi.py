@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-DATA = HERE.parent.parent / "shared" / "data"
+DATA = Path(os.environ.get("QSIMDIST_SHARED_DATA", HERE.parent.parent / "shared" / "data"))
 
 pytestmark = [pytest.mark.mpi]
 
