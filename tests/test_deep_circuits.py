@@ -204,3 +204,82 @@ def test_revlib_square_root_7_against_qiskit(shared_data):
     assert res.stats["method"] == "statevector"
     assert np.abs(res.amplitudes - ref[top + rest]).max() < 1e-10
     assert abs(res.amplitudes[0]) > 1e-3  # the largest amplitude is not a zero
+
+
+def _deep_qiskit(n: int, gates: int, seed: int) -> QuantumCircuit:
+    """A seeded random Qiskit circuit of CX, CZ, H, T, Tdg, SX and RZ gates."""
+    rng = np.random.default_rng(seed)
+    qc = QuantumCircuit(n)
+    for _ in range(gates):
+        r = rng.random()
+        if r < 0.4:
+            a, b = (int(x) for x in rng.choice(n, 2, replace=False))
+            (qc.cx if r < 0.32 else qc.cz)(a, b)
+        elif r < 0.9:
+            q = int(rng.integers(n))
+            (qc.h, qc.t, qc.tdg, qc.sx)[int((r - 0.4) / 0.125)](q)
+        else:
+            qc.rz(float(rng.uniform(-3, 3)), int(rng.integers(n)))
+    return qc
+
+
+def test_statevector_win_prices_no_batch_and_fuses_once(monkeypatch):
+    """Where the statevector route wins outright, neither the batches nor a contraction
+    path are priced, and the circuit is fused once per call (issue 43, item 3)."""
+    from qsimdist.engine import batching, router
+    from qsimdist.engine.memory import MemoryBudget
+    from qsimdist.frontends import fusion
+
+    qc = _deep_qiskit(10, 2000, seed=7)
+    rng = np.random.default_rng(1)
+    bits = [format(int(i), "010b") for i in rng.choice(1024, 4, replace=False)]
+
+    def pricer(*args, **kwargs):
+        raise AssertionError("the batch pricer ran")
+
+    monkeypatch.setattr(batching, "_priced_width", pricer)
+    # the patched pricer is the one these bitstrings reach when the batches are priced
+    with pytest.raises(AssertionError, match="batch pricer ran"):
+        batching.batches(load(qc), bits, "complex128", MemoryBudget.resolve(None),
+                         price=lambda pattern: 1.0)
+
+    def no_path(net):
+        raise AssertionError("a contraction path was priced")
+
+    monkeypatch.setattr(router, "greedy_cost", no_path)
+    fusions = []
+    real_fuse = fusion.fuse
+
+    def counting_fuse(*args, **kwargs):
+        fusions.append(args[1] if len(args) > 1 else kwargs.get("max_qubits"))
+        return real_fuse(*args, **kwargs)
+
+    monkeypatch.setattr(fusion, "fuse", counting_fuse)
+    ref = Statevector(qc).data
+    for _ in range(2):
+        fusions.clear()
+        res = qsimdist.amplitudes(qc, bits + ["1*0*******"], dtype="complex128")
+        assert res.stats["method"] == "statevector"
+        assert res.stats["route"]["reason"] == "predicted below the tensor-network floor"
+        assert len(fusions) == 1, fusions
+        assert np.abs(res.amplitudes[:4] - ref[[int(b, 2) for b in bits]]).max() < 1e-10
+        pattern = [int("1" + a + "0" + rest, 2) for a in "01" for rest in
+                   (format(i, "07b") for i in range(128))]
+        assert np.abs(res.values[4] - ref[pattern]).max() < 1e-10
+
+
+def test_tensor_network_route_fuses_once(monkeypatch):
+    """The tensor-network route of a deep circuit fuses it for the network once, though
+    batching, pricing and building the networks each ask for it."""
+    from qsimdist.frontends import fusion
+
+    qc = _deep_qiskit(8, 1100, seed=3)
+    bits = ["00000000", "10110011", "01100110", "10110010"]
+    fusions = []
+    real_fuse = fusion.fuse
+    monkeypatch.setattr(fusion, "fuse", lambda *a, **k: fusions.append(1) or real_fuse(*a, **k))
+    res = qsimdist.amplitudes(qc, bits, dtype="complex128", method="tensor-network")
+    assert res.stats["method"] == "tensor-network" and res.stats["contractions"] >= 1
+    assert len(fusions) == 1
+    ref = Statevector(qc).data
+    assert np.abs(res.amplitudes - ref[[int(b, 2) for b in bits]]).max() < 1e-10

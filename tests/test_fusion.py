@@ -284,3 +284,58 @@ def test_kernel_choice_is_checked():
         sv.simulate(6, gc.gates, kernel="compiled")
     auto = sv.simulate(6, gc.gates, kernel="auto")  # too small for the compiled kernel
     assert np.abs(auto - sv.simulate(6, gc.gates, kernel="numpy")).max() < 1e-12
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fused_gates_at_least_bounds_the_blocks(seed):
+    """The one-pass lower bound the router's floor uses never exceeds the blocks that
+    fusion_blocks(keep_diagonal=True) makes, whatever the widths, gates wider than the
+    width (CCX, CCZ, 4-qubit diagonals) included, and is not vacuous on a deep circuit."""
+    from qsimdist.frontends.fusion import fused_gates_at_least
+
+    rng = np.random.default_rng(seed)
+    qc = QuantumCircuit(7)
+    for _ in range(600):
+        r = rng.random()
+        qs = [int(q) for q in rng.choice(7, 4, replace=False)]
+        if r < 0.3:
+            qc.cx(qs[0], qs[1])
+        elif r < 0.4:
+            qc.cz(qs[0], qs[1])
+        elif r < 0.45:
+            qc.ccx(qs[0], qs[1], qs[2])
+        elif r < 0.5:
+            qc.ccz(qs[0], qs[1], qs[2])
+        elif r < 0.52:
+            qc.mcp(float(rng.uniform(-3, 3)), qs[:3], qs[3])
+        else:
+            (qc.h, qc.t, qc.sx, qc.s)[int(rng.integers(4))](qs[0])
+    gc = load(qc)
+    flags = diagonal_flags(gc)
+    for k in (1, 2, 3, 4):
+        for max_diag in (None, 2, 6):
+            bound = fused_gates_at_least(gc, k, max_diagonal_qubits=max_diag)
+            blocks = fusion_blocks(gc, k, keep_diagonal=True, max_diagonal_qubits=max_diag,
+                                   diagonal=flags)
+            assert 0 < bound <= len(blocks), (k, max_diag, bound, len(blocks))
+            if k == 2:
+                assert bound >= len(blocks) // 3
+
+
+def test_wide_and_repeated_blocks_preserve_the_unitary():
+    """Blocks wider than the embedding limit (gates applied to the block's legs) and blocks
+    of one shared matrix on repeated positions (embeddings reused) fuse exactly."""
+    from qsimdist.frontends.fusion import EMBED_MAX_QUBITS
+
+    qc = _circuit(11, n=EMBED_MAX_QUBITS + 1)
+    for q in range(qc.num_qubits - 1):
+        qc.cx(q, q + 1)
+        qc.h(q)
+        qc.cx(q, q + 1)
+    gc = load(qc)
+    ref = Operator(qc).data
+    for k in (2, EMBED_MAX_QUBITS, EMBED_MAX_QUBITS + 1):
+        fused = fuse(gc, k, keep_diagonal=False)
+        assert np.abs(Operator(_to_qiskit(fused)).data - ref).max() < 1e-10
+    widest = max(len(g.qubits) for g, d in zip(fused.gates, diagonal_flags(fused)) if not d)
+    assert widest > EMBED_MAX_QUBITS  # the legs branch ran

@@ -35,7 +35,8 @@ from .cache import PLANS
 from .memory import MemoryBudget
 from .options import RunOptions
 from .results import AmplitudeResult
-from .router import Route, contraction_price, fuse_for_network, route_amplitudes
+from .router import (CircuitCache, Route, circuit_cache, contraction_price, fuse_for_network,
+                     route_amplitudes)
 
 
 def load_circuit(source) -> GateCircuit:
@@ -151,8 +152,10 @@ def path_options_from(path_options, max_time, max_repeats) -> PathOptions:
 
 
 def statevector_amplitudes(gc: GateCircuit, bitstrings: list[str], order: str, dtype: str,
-                            route: Route, progress) -> AmplitudeResult:
-    """Every requested amplitude read from the full state (fused gates applied in order)."""
+                            route: Route, progress,
+                            cache: CircuitCache | None = None) -> AmplitudeResult:
+    """Every requested amplitude read from the full state (fused gates applied in order;
+    ``cache``: the router's, whose fusion structure is reused)."""
     from .router import final_state
     from ..executors.statevector import bitstring_amplitudes, pattern_amplitudes
     from ..frontends import open_qubits
@@ -160,7 +163,7 @@ def statevector_amplitudes(gc: GateCircuit, bitstrings: list[str], order: str, d
 
     t0 = time.perf_counter()
     width = route.fusion_width or 4
-    state, fused, fuse_seconds = final_state(gc, dtype, route, progress)
+    state, fused, fuse_seconds = final_state(gc, dtype, route, progress, cache=cache)
     t1 = t0 + fuse_seconds
     fixed = [i for i, b in enumerate(bitstrings) if "*" not in b]
     values: list[np.ndarray | None] = [None] * len(bitstrings)
@@ -222,16 +225,19 @@ def network_amplitudes(gc: GateCircuit, bitstrings: list[str], route: Route,
                         budget: MemoryBudget, make: Callable[[Network, bool], Plan],
                         run: Callable[[Plan], object], *, order: str, dtype: str,
                         simplify_sequence: str, opts: PathOptions, progress, batch: bool,
-                        method: str, variant: tuple = ("local",)) -> AmplitudeResult:
+                        method: str, variant: tuple = ("local",),
+                        cache: CircuitCache | None = None) -> AmplitudeResult:
     """The tensor-network route: one contraction per pattern or batch of bitstrings.
 
     ``make(network, chosen)`` plans a contraction (``chosen``: a batch qsimdist
     chose itself) and ``run(plan)`` executes it; contractions with the same
     network structure reuse one plan from the process's plan cache
     (:data:`qsimdist.engine.cache.PLANS`, keyed with ``variant``: what else
-    changes the plan ``make`` builds).
+    changes the plan ``make`` builds). ``cache``: the router's (the circuit fused for the
+    network and the batch prices, worked out once).
     """
-    gc_net = fuse_for_network(gc)
+    cache = circuit_cache(gc, cache)
+    gc_net = fuse_for_network(gc, cache)
     # work items: (pattern, [(slot in the result, offsets in its array or None for all)])
     fixed = [i for i, b in enumerate(bitstrings) if "*" not in b]
     work: list[tuple[str, list[int], list[int] | None]] = [
@@ -239,7 +245,7 @@ def network_amplitudes(gc: GateCircuit, bitstrings: list[str], route: Route,
     ]
     grouping: dict = {}
     if fixed and batch:
-        price = contraction_price(gc, order)
+        price = contraction_price(gc, order, cache)
         for pattern, idx, offs in batches(gc, [bitstrings[i] for i in fixed], dtype, budget,
                                           price=price, report=grouping):
             work.append((pattern, [fixed[i] for i in idx], offs))
@@ -337,10 +343,11 @@ def distributed_amplitudes(circuit, bitstrings, *, memory_limit=None, backend: s
         gc = load_circuit(circuit)
         bits = bitstrings(gc.n_qubits) if callable(bitstrings) else bitstrings
         gc, bits = amplitude_inputs(gc, bits, dtype, order, budget)
+        cache = CircuitCache(gc)
         route = route_amplitudes(gc, bits, order=order, dtype=dtype, budget=budget,
-                                 method=method, backend=backend)
+                                 method=method, backend=backend, cache=cache)
         if route.method == "statevector":
-            res = statevector_amplitudes(gc, bits, order, dtype, route, progress)
+            res = statevector_amplitudes(gc, bits, order, dtype, route, progress, cache)
             res.stats["route"]["reason"] += " (rank 0 alone)"
             return res
 
@@ -352,7 +359,7 @@ def distributed_amplitudes(circuit, bitstrings, *, memory_limit=None, backend: s
                                   dtype=dtype, simplify_sequence=simplify_sequence, opts=opts,
                                   progress=progress, batch=batch, method=method,
                                   variant=("mpi", prof.name, prof.memory_bytes,
-                                           comm.Get_size()))
+                                           comm.Get_size()), cache=cache)
         res.stats["ranks"] = [per_rank[r] for r in sorted(per_rank)]
         return res
 
@@ -404,10 +411,11 @@ def run_amplitudes(circuit, bitstrings, run: RunOptions, *, order: str = "qiskit
                                       gemm=run.gemm, **common)
     budget = run.memory
     gc, bitstrings = amplitude_inputs(circuit, bitstrings, dtype, order, budget)
+    cache = CircuitCache(gc)  # routing's work (fusion structures, prices) kept for the run
     route = route_amplitudes(gc, bitstrings, order=order, dtype=dtype, budget=budget,
-                             method=method, backend=run.backend)
+                             method=method, backend=run.backend, cache=cache)
     if route.method == "statevector":
-        return statevector_amplitudes(gc, bitstrings, order, dtype, route, progress)
+        return statevector_amplitudes(gc, bitstrings, order, dtype, route, progress, cache)
 
     def make(net: Network, chosen: bool) -> Plan:
         p = plan_batch(net, dtype, budget.limit, opts, chosen=chosen)
@@ -418,4 +426,5 @@ def run_amplitudes(circuit, bitstrings, run: RunOptions, *, order: str = "qiskit
     def execute(p: Plan):
         return p.execute(backend=run.backend, gemm=run.gemm)
 
-    return network_amplitudes(gc, bitstrings, route, budget, make, execute, **common)
+    return network_amplitudes(gc, bitstrings, route, budget, make, execute, cache=cache,
+                              **common)

@@ -11,8 +11,12 @@ of a depth-4 brickwork circuit on 50 qubits involves at most 8 qubits.
 
 Before the light cone is taken, one-qubit gates are fused into the
 neighbouring multi-qubit gate on their qubit (and consecutive gates on the
-same qubits are multiplied together); these decisions depend on the qubits
-only, so a circuit with other parameter values gives the same structure.
+same qubits are multiplied together). The doubled route
+(:mod:`qsimdist.engine.doubled`) never folds a one-qubit gate into a diagonal
+gate: diagonal gates stay diagonal (tensors on hyper-indices), its light cone
+drops diagonal gates that commute with the term's Heisenberg-picture operator,
+and quimb's ``ADCRS`` simplification runs on networks that are not cheap as
+built. Plans are keyed by the network finally contracted.
 
 The network of a term is named by *local* qubit positions (rank within the
 light cone), so terms whose light cones are translates of each other (the
@@ -648,7 +652,12 @@ class ExpectationStats:
     qwc_groups: int = 0
     #: statevector terms that are Z strings, read together in one pass over |s|^2
     z_string_terms: int = 0
+    #: terms read off stim's tableau (a Clifford circuit: :mod:`qsimdist.engine.stabilizer`)
+    stabilizer_terms: int = 0
     contractions: int = 0
+    #: slices run over all contractions (more than ``contractions`` when a plan was sliced
+    #: to fit the memory limit)
+    slices: int = 0
     plans_made: int = 0
     plans_reused: int = 0
     flops: float = 0.0
@@ -661,7 +670,7 @@ class ExpectationStats:
 
 
 #: how an engine evaluates the terms of one circuit (see :class:`ExpectationEngine`)
-METHODS = ("auto", "statevector", "doubled", "state")
+METHODS = ("auto", "statevector", "doubled", "state", "stabilizer")
 
 
 @dataclass
@@ -696,7 +705,10 @@ class ExpectationEngine:
         comm: MPI communicator (default ``MPI.COMM_WORLD``).
         fuse: fold one-qubit gates into their neighbours first
             (:func:`~qsimdist.frontends.fusion.fuse_into_neighbours`).
-        method: ``auto``, ``doubled`` or ``state`` (see above).
+        method: ``auto``, ``statevector``, ``doubled``, ``state`` (see above) or
+            ``stabilizer``: a Clifford circuit's terms read exactly off stim's tableau
+            (:mod:`qsimdist.engine.stabilizer`), which ``auto`` takes where predicted
+            cheaper (nearly always, at any width).
         state_max_qubits: widest light-cone state the ``state`` method may open.
     """
 
@@ -746,8 +758,12 @@ class ExpectationEngine:
         """The number of plans held (one per network structure seen)."""
         return len(self._plans)
 
-    def _plan_for(self, key: tuple, net: Network) -> Plan:
-        """The process's cached plan for ``net`` (:data:`qsimdist.engine.cache.PLANS`)."""
+    def _plan_for(self, key: tuple, net: Network, share: bool = False) -> Plan:
+        """The process's cached plan for ``net`` (:data:`qsimdist.engine.cache.PLANS`).
+
+        ``share``: plan as a batch qsimdist chose itself (within a quarter of the limit
+        where that costs no refusal, :func:`~qsimdist.engine.amplitudes.plan_batch`), so
+        the executor's free buffers beside the peak stay within the limit too."""
         from .cache import PLANS
 
         if self.executor == "mpi":
@@ -755,10 +771,24 @@ class ExpectationEngine:
                                      path_options=self.path_options, executor="mpi",
                                      profile=self._profile, comm=self.comm)
         else:
-            from .amplitudes import check_plan_fits
+            from ..planner.plan import make_plan
+            from .amplitudes import check_plan_fits, plan_batch
+
+            build = None
+            if share:
+                opts = self.path_options or PathOptions()
+
+                def build() -> Plan:
+                    # within a quarter of the limit where that costs at most twice the
+                    # work (more slices of small networks cost Python time per slice)
+                    full = make_plan(net, dtype=self.dtype, memory_limit=self._limit,
+                                     path_options=opts)
+                    quarter = plan_batch(net, self.dtype, self._limit, opts, True)
+                    return quarter if quarter.stats.flops <= 2 * full.stats.flops else full
 
             plan, reused = PLANS.get(net, dtype=self.dtype, limit=self._limit,
-                                     path_options=self.path_options)
+                                     path_options=self.path_options, build=build,
+                                     variant="share" if share else None)
             check_plan_fits(plan, self._budget)
         self._plans[key] = True
         if reused:
@@ -767,9 +797,9 @@ class ExpectationEngine:
             self.stats.plans_made += 1
         return plan
 
-    def _contract(self, key: tuple, net: Network, t0: float) -> np.ndarray:
+    def _contract(self, key: tuple, net: Network, t0: float, share: bool = False) -> np.ndarray:
         """Plan (or reuse a plan for) ``net``, run it, and account for it in :attr:`stats`."""
-        plan = self._plan_for(key, net)
+        plan = self._plan_for(key, net, share)
         t1 = time.perf_counter()
         options: dict = {}
         if self.executor == "mpi":
@@ -778,6 +808,7 @@ class ExpectationEngine:
         value = np.asarray(value.get() if hasattr(value, "get") else value)
         st = self.stats
         st.contractions += 1
+        st.slices += max(1, plan.stats.n_slices)
         st.flops += plan.stats.flops
         st.plan_seconds += t1 - t0
         st.execute_seconds += time.perf_counter() - t1
@@ -890,6 +921,37 @@ class ExpectationEngine:
         st.plan_seconds += t1 - t0
         st.execute_seconds += time.perf_counter() - t1
 
+    def _clifford(self, circuit: GateCircuit, terms: Sequence[PauliTerm]):
+        """The stabilizer route's side of these terms (``None``: not a Clifford circuit, no
+        stim, or no non-trivial term): :mod:`qsimdist.engine.stabilizer`."""
+        from . import stabilizer
+
+        live = [t for t in terms if t.qubits]
+        if not live and self.method != "stabilizer":
+            return None
+        return stabilizer.choose_for_terms(circuit, live, self.method, self.executor,
+                                           self.backend)
+
+    def _stabilizer_values(self, choice, terms: Sequence[PauliTerm], route,
+                           counted: bool = False) -> np.ndarray:
+        """Every term's exact value off stim's tableau (``choice``: the circuit's stim
+        program, :class:`~qsimdist.engine.stabilizer.StabilizerChoice`); ``counted``: the
+        terms are in :attr:`stats` already."""
+        from .stabilizer import term_values
+
+        t0 = time.perf_counter()
+        values = np.ones(len(terms), dtype=np.float64)
+        live = [i for i, t in enumerate(terms) if t.qubits]
+        term_values(choice.circuit, terms, live, values)
+        st = self.stats
+        if not counted:
+            st.terms += len(terms)
+            st.trivial_terms += len(terms) - len(live)
+        st.stabilizer_terms += len(live)
+        st.execute_seconds += time.perf_counter() - t0
+        self.route = route.to_dict()
+        return values
+
     def term_values(self, circuit: GateCircuit, terms: Sequence[PauliTerm]) -> np.ndarray:
         """``Re <psi|P|psi>`` for each term, ``psi = U|0...0>`` (float64 values).
 
@@ -898,6 +960,11 @@ class ExpectationEngine:
         plan.
         """
         original = circuit
+        clifford = None
+        if self.method in ("auto", "stabilizer"):  # a Clifford circuit: stim
+            clifford = self._clifford(circuit, terms)
+            if clifford is not None and clifford.route is not None:
+                return self._stabilizer_values(clifford, terms, clifford.route)
         if self.fuse:
             circuit = fuse_into_neighbours(circuit)
         values = np.ones(len(terms), dtype=np.float64)
@@ -935,6 +1002,12 @@ class ExpectationEngine:
                 original, what="expectation values", dtype=self.dtype, budget=self._budget,
                 method=self.method, executor=self.executor, backend=self.backend,
                 tn_method=method, tn_seconds_predicted=tn_seconds, read_seconds=read)
+            if clifford is not None:
+                from .router import prefer_stabilizer
+
+                route = prefer_stabilizer(route, clifford.seconds, tn_seconds)
+                if route.method == "stabilizer":
+                    return self._stabilizer_values(clifford, terms, route, counted=True)
             self.route = route.to_dict()
             if route.method == "statevector":
                 self._statevector_values(original, terms, live, values, route)
@@ -968,14 +1041,27 @@ class ExpectationEngine:
                     values[i] = term_on_state(state, axes, t.ops)
             st.state_terms += len(live)
             return values
-        for i, (kept, _) in zip(live, cones):
+        self._doubled_values(original, terms, live, values)
+        return values
+
+    def _doubled_values(self, circuit: GateCircuit, terms: Sequence[PauliTerm],
+                        live: list[int], values: np.ndarray) -> None:
+        """Each live term on its own doubled network (:mod:`qsimdist.engine.doubled`):
+        diagonal gates kept diagonal, the commutation-aware light cone, quimb's
+        simplification; networks of one structure share a plan."""
+        from .cache import structure_key
+        from .doubled import DoubledCircuit
+
+        prepared = DoubledCircuit.of(circuit, fuse=self.fuse)
+        st = self.stats
+        for i in live:
             t0 = time.perf_counter()
             term = terms[i]
-            key = ("doubled", *_structure(circuit, term, kept))
-            net = expectation_network(circuit, term, kept)
-            values[i] = complex(self._contract(key, net, t0).reshape(-1)[0]).real
+            net = prepared.simplified(term.qubits, term.ops, SINGLE_QUBIT_OPERATORS,
+                                      limit=self._limit, dtype=self.dtype)
+            key = ("doubled", structure_key(net))
+            values[i] = complex(self._contract(key, net, t0, share=True).reshape(-1)[0]).real
         st.doubled_terms += len(live)
-        return values
 
 
 def _circuit(source) -> GateCircuit:

@@ -9,6 +9,11 @@ Engines:
 * the tensor-network methods (local), each priced by its own module
   (amplitude batches here; :mod:`qsimdist.engine.sampling` and
   :mod:`qsimdist.engine.expectation` for theirs) in the same unit, predicted seconds;
+* ``stabilizer``: a Clifford circuit on stim's tableau / frame simulators
+  (:mod:`qsimdist.engine.stabilizer`, priced there by ``stabilizer_seconds``:
+  polynomial in the width, so it wins nearly always; :func:`route_stabilizer`
+  takes it before the others are priced where its price is below their floors,
+  :func:`prefer_stabilizer` after);
 * the tensor network distributed under MPI (``executor="mpi"``: every rank
   follows rank 0's plans; the statevector route runs in one process and is not
   taken there, except by the amplitude command where the state fits one rank).
@@ -76,6 +81,9 @@ class Route:
     engine: str | None = None
     #: qsimdist's kernel: ``compiled`` (in place, numba) or ``numpy`` (a GEMM per gate)
     kernel: str | None = None
+    #: predicted seconds of the stabilizer route (Clifford circuits with stim; ``None``:
+    #: not a Clifford circuit, or not priced)
+    stabilizer_seconds: float | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -140,19 +148,50 @@ def greedy_cost(net: Network) -> float:
     return cost
 
 
-def tn_seconds(gc: GateCircuit, pattern: str, order: str, contractions: int) -> float:
+class CircuitCache:
+    """What one request works out about its circuit once, shared by routing and running.
+
+    The tensor-network side: the circuit fused for the network
+    (:func:`fuse_for_network`) and that fusion's block structure (counted for
+    the route's floor before anything is fused), and the contraction price of each
+    pattern (:func:`contraction_price`, per bit order). The statevector side: the fusion
+    block structures the router priced, per width, which :func:`final_state`
+    fuses from at the chosen width. Tied to one circuit (:func:`circuit_cache`
+    makes a fresh one for any other); the circuit must not change while it is in use.
+    """
+
+    def __init__(self, gc: GateCircuit) -> None:
+        self.gc = gc
+        self.network_blocks: list | None = None
+        self.network_circuit: GateCircuit | None = None
+        self.prices: dict[str, object] = {}
+        self.statevector_blocks: dict[int, list] = {}
+
+
+def circuit_cache(gc: GateCircuit, cache: CircuitCache | None) -> CircuitCache:
+    """``cache`` where it belongs to ``gc``, else a fresh one."""
+    return cache if cache is not None and cache.gc is gc else CircuitCache(gc)
+
+
+def tn_seconds(gc: GateCircuit, pattern: str, order: str, contractions: int,
+               cache: CircuitCache | None = None) -> float:
     """Predicted seconds of the tensor-network route: per contraction, the greedy path's
-    multiply-adds at ``TN_RATE`` plus the per-gate floor."""
-    fused = fuse_for_network(gc)
-    cost = greedy_cost(amplitude_network(fused, pattern, order))
-    return contractions * cost / TN_RATE + tn_floor(len(fused.gates), contractions)
+    multiply-adds at ``TN_RATE`` plus the per-gate floor (one pattern's price: ``cache``'s
+    :func:`contraction_price`, where it priced that pattern already)."""
+    return contractions * contraction_price(gc, order, cache)(pattern)
 
 
-def contraction_price(gc: GateCircuit, order: str):
+def contraction_price(gc: GateCircuit, order: str, cache: CircuitCache | None = None):
     """``price(pattern)``: predicted seconds of one contraction of ``gc``'s amplitudes for
     ``pattern`` (greedy path at :data:`TN_RATE` plus the per-gate floor), as
-    :func:`tn_seconds` prices them; the batcher weighs batch widths with it."""
-    fused = fuse_for_network(gc)
+    :func:`tn_seconds` prices them; the batcher weighs batch widths with it.
+
+    With ``cache``, the same function (its prices kept) for every call on one request."""
+    cache = circuit_cache(gc, cache)
+    found = cache.prices.get(order)
+    if found is not None:
+        return found
+    fused = fuse_for_network(gc, cache)
     floor = tn_floor(len(fused.gates), 1)
     seen: dict[str, float] = {}
 
@@ -161,20 +200,61 @@ def contraction_price(gc: GateCircuit, order: str):
             seen[pattern] = greedy_cost(amplitude_network(fused, pattern, order)) / TN_RATE + floor
         return seen[pattern]
 
+    cache.prices[order] = price
     return price
 
 
-def fuse_for_network(gc: GateCircuit) -> GateCircuit:
-    """``gc`` fused for the tensor-network route (deep circuits only; see TN_FUSE_MIN_GATES)."""
+def fuse_for_network(gc: GateCircuit, cache: CircuitCache | None = None) -> GateCircuit:
+    """``gc`` fused for the tensor-network route (deep circuits only; see TN_FUSE_MIN_GATES),
+    once per ``cache``."""
     if len(gc.gates) <= TN_FUSE_MIN_GATES:
         return gc
-    from ..frontends.fusion import fuse
+    cache = circuit_cache(gc, cache)
+    if cache.network_circuit is None:
+        from ..frontends.fusion import fuse
 
-    return fuse(gc, 2, keep_diagonal=True)
+        cache.network_circuit = fuse(gc, 2, keep_diagonal=True, blocks=_network_blocks(cache))
+    return cache.network_circuit
 
 
-#: seconds per state element per Pauli factor read off the state (the copy-and-add kernel of
-#: :func:`qsimdist.engine.expectation.term_on_state`: about one dense pass per factor, plus the product)
+def _network_blocks(cache: CircuitCache) -> list:
+    if cache.network_blocks is None:
+        from ..frontends.fusion import MAX_DIAGONAL_QUBITS, fusion_blocks
+
+        cache.network_blocks = fusion_blocks(cache.gc, 2, keep_diagonal=True,
+                                             max_diagonal_qubits=MAX_DIAGONAL_QUBITS)
+    return cache.network_blocks
+
+
+def network_gates(gc: GateCircuit, cache: CircuitCache | None = None) -> int:
+    """Gates of the network the tensor-network route builds (:func:`fuse_for_network`'s),
+    counted on the fusion's block structure (kept in ``cache`` for the fusion itself)."""
+    if len(gc.gates) <= TN_FUSE_MIN_GATES:
+        return len(gc.gates)
+    cache = circuit_cache(gc, cache)
+    if cache.network_circuit is not None:
+        return len(cache.network_circuit.gates)
+    return len(_network_blocks(cache))
+
+
+def network_gates_at_least(gc: GateCircuit, cache: CircuitCache | None = None) -> int:
+    """At least as many gates as the network the tensor-network route builds
+    (:func:`fuse_for_network`'s): their number where ``cache`` has counted or fused them
+    already, else :func:`~qsimdist.frontends.fusion.fused_gates_at_least` (one pass, nothing
+    fused)."""
+    if len(gc.gates) <= TN_FUSE_MIN_GATES:
+        return len(gc.gates)
+    if cache is not None and cache.gc is gc and (cache.network_circuit is not None
+                                                 or cache.network_blocks is not None):
+        return network_gates(gc, cache)
+    from ..frontends.fusion import fused_gates_at_least
+
+    return fused_gates_at_least(gc, 2)
+
+
+#: seconds per state element per Pauli factor read off the state (the copy-and-add kernel
+#: of :func:`qsimdist.engine.expectation.term_on_state`: about one dense pass per factor,
+#: plus the product)
 TERM_SECONDS_PER_ELEMENT = 2.0e-9
 #: seconds per state element per Pauli string read by the compiled blocked kernel, every
 #: string in one pass (:func:`qsimdist.executors.sv_kernels.pauli_expectations`, states of
@@ -188,7 +268,7 @@ DRAW_SECONDS_PER_SHOT = 2.0e-7
 
 
 def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
-                 backend: str, tn_method: str,
+                 backend: str, tn_method: str, cache: CircuitCache | None = None,
                  ) -> tuple[Route | None, int, int | None, float, tuple | None]:
     """The statevector engine's side: ``(route decided already or None, bytes, width,
     seconds, (engine, kernel))``.
@@ -199,7 +279,8 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
     whole budget, else PlanError). ``engine`` is the faster predicted of
     qsimdist's kernels and qsim (:func:`statevector_engine`); ``kernel``
     qsimdist's, where it runs: the compiled one where predicted faster with
-    this process's start-up of numba priced in, else numpy's GEMMs.
+    this process's start-up of numba priced in, else numpy's GEMMs. Both kernels
+    are priced on the same fusion block structures (made once, kept in ``cache``).
     """
     from ..executors.statevector import compiled_kernel_runs, statevector_bytes
     from ..frontends.fusion import FUSION_WIDTHS, predict_statevector
@@ -225,13 +306,14 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
         return (Route(tn_method, f"backend {backend!r}: the statevector route runs on numpy",
                       statevector_bytes=need), need, None, math.inf, None)
     itemsize = np.dtype(dtype).itemsize
-    width, seconds = predict_statevector(gc, FUSION_WIDTHS, itemsize=itemsize)
+    structures = circuit_cache(gc, cache).statevector_blocks
+    width, seconds = predict_statevector(gc, FUSION_WIDTHS, structures, itemsize=itemsize)
     kernel = "numpy"
     if compiled_kernel_runs(n, max(FUSION_WIDTHS)):
         from ..executors.sv_kernels import startup_seconds
 
-        c_width, c_seconds = predict_statevector(gc, FUSION_WIDTHS, itemsize=itemsize,
-                                                 compiled=True)
+        c_width, c_seconds = predict_statevector(gc, FUSION_WIDTHS, structures,
+                                                 itemsize=itemsize, compiled=True)
         c_seconds += startup_seconds()
         if c_seconds < seconds:
             kernel, width, seconds = "compiled", c_width, c_seconds
@@ -312,12 +394,13 @@ def statevector_engine(gc: GateCircuit, dtype: str, width: int, seconds: float,
 
 
 def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None,
-                work: dict | None = None):
+                work: dict | None = None, cache: CircuitCache | None = None):
     """The statevector engine's run: ``gc`` fused at the route's width, applied to ``|0...0>``.
 
     Returns ``(state, fused circuit, seconds spent fusing)``; the state is flat in
     Qiskit's order (:func:`qsimdist.executors.statevector.simulate`, which puts its
-    spare buffer in ``work``).
+    spare buffer in ``work``). ``cache``: the router's, whose block structure at the
+    route's width is fused from where the circuit has no SWAP to relabel.
     """
     import time
 
@@ -333,7 +416,11 @@ def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None,
             time.perf_counter() - t0
     # qsimdist's kernels track which qubit sits on which axis: a SWAP is a relabelling
     relabelled, logical = absorb_swaps(gc)
-    fused = fuse(relabelled, route.fusion_width or 4, keep_diagonal=False, progress=progress)
+    width = route.fusion_width or 4
+    blocks = None
+    if cache is not None and cache.gc is gc and relabelled is gc:
+        blocks = cache.statevector_blocks.get(width)
+    fused = fuse(relabelled, width, keep_diagonal=False, progress=progress, blocks=blocks)
     fuse_seconds = time.perf_counter() - t0
     state = simulate(gc.n_qubits, fused.gates, fused.global_phase, dtype,
                      diagonal=diagonal_flags(fused), progress=progress,
@@ -347,12 +434,19 @@ def _int(x: float) -> int | None:
 
 def route_amplitudes(gc: GateCircuit, bits: list[str], *, order: str, dtype: str,
                      budget: MemoryBudget, method: str = "auto", executor: str = "local",
-                     backend: str = "numpy", contractions: int | None = None) -> Route:
+                     backend: str = "numpy", contractions: int | None = None,
+                     cache: CircuitCache | None = None) -> Route:
     """The route for amplitudes of ``bits`` (patterns allowed) of ``gc``.
 
     The tensor-network estimate per contraction is the greedy path's
-    multiply-adds plus a per-gate floor; it is skipped where the floor alone
-    already loses. ``executor="mpi"`` always takes the tensor-network route.
+    multiply-adds plus a per-gate floor. Cheap routes are priced first: where the
+    statevector's price is below the floor of the fewest contractions the
+    bitstrings can need (one per pattern, one for every star-free bitstring
+    batched together), nothing of the tensor-network side is priced (neither
+    the batches nor a path); otherwise the batches are priced, then the floor of
+    their contractions, then the path. ``executor="mpi"`` always takes the
+    tensor-network route. ``cache`` (:class:`CircuitCache`) keeps what was
+    worked out for the run that follows.
     """
     if method not in METHODS:
         raise InvalidInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
@@ -363,23 +457,34 @@ def route_amplitudes(gc: GateCircuit, bits: list[str], *, order: str, dtype: str
                 "method 'tensor-network' or 'auto'"
             )
         return Route("tensor-network", f"executor {executor!r}", executor=executor)
+    cache = circuit_cache(gc, cache)
     decided, need, width, sv, engine = _statevector(gc, dtype, budget, method, backend,
-                                                    "tensor-network")
+                                                    "tensor-network", cache)
     if decided is not None:
         return decided
-    if contractions is None:
-        fixed = [b for b in bits if "*" not in b]
-        contractions = len(bits) - len(fixed)
-        if len(set(fixed)) > 1:
-            contractions += len(batches(gc, fixed, dtype, budget,
-                                        price=contraction_price(gc, order)))
-        elif fixed:
-            contractions += 1
-    floor = tn_floor(len(gc.gates), contractions)  # (fusion for the network removes ~10%)
+    fixed = [b for b in bits if "*" not in b]
+    least = contractions if contractions is not None else (
+        len(bits) - len(fixed) + (1 if fixed else 0))
+    # (tn_floor grows with the gates, so a lower bound on them gives one on the floor; where
+    # that is not enough but the gates before fusion would be, count the fusion's blocks)
+    floor = tn_floor(network_gates_at_least(gc, cache), least)
+    if floor < sv <= tn_floor(len(gc.gates), least):
+        floor = tn_floor(network_gates(gc, cache), least)
     if sv <= floor:
         return Route("statevector", "predicted below the tensor-network floor", sv, floor,
                      need, width, engine=engine[0], kernel=engine[1])
-    tn = tn_seconds(gc, bits[0], order, contractions)
+    if contractions is None:
+        contractions = len(bits) - len(fixed)
+        if len(set(fixed)) > 1:
+            contractions += len(batches(gc, fixed, dtype, budget,
+                                        price=contraction_price(gc, order, cache)))
+        elif fixed:
+            contractions += 1
+        floor = tn_floor(network_gates(gc, cache), contractions)
+        if sv <= floor:
+            return Route("statevector", "predicted below the tensor-network floor", sv, floor,
+                         need, width, engine=engine[0], kernel=engine[1])
+    tn = tn_seconds(gc, bits[0], order, contractions, cache)
     if sv <= tn:
         return Route("statevector", "predicted faster", sv, tn, need, width, engine=engine[0],
                      kernel=engine[1])
@@ -423,15 +528,70 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def route_stabilizer(stabilizer_seconds: float, *, method: str, n_qubits: int, n_gates: int,
+                     executor: str, backend: str, read_seconds: float) -> Route | None:
+    """The stabilizer route for a Clifford circuit where it is asked for, or where its
+    price is below the floor of every other route (then nothing else is priced); else
+    ``None`` (price the others, then :func:`prefer_stabilizer`).
+
+    The floors: the statevector's ``read_seconds`` (reading the answer off the
+    state, without simulating it; none where the statevector cannot be taken) and
+    one tensor-network contraction's per-gate floor. Under ``executor="mpi"`` the
+    distributed tensor network is kept unless the stabilizer route is asked for.
+    """
+    if method == "stabilizer":
+        return Route("stabilizer", "requested", executor=executor,
+                     stabilizer_seconds=stabilizer_seconds)
+    if executor != "local":
+        return None
+    statevector = (read_seconds if n_qubits <= MAX_STATEVECTOR_QUBITS and backend == "numpy"
+                   else math.inf)
+    floor = min(statevector, tn_floor(n_gates, 1))
+    if stabilizer_seconds <= floor:
+        return Route("stabilizer", "predicted below the other routes' floors",
+                     statevector_seconds=_finite(statevector),
+                     tensor_network_seconds=tn_floor(n_gates, 1), executor=executor,
+                     stabilizer_seconds=stabilizer_seconds)
+    return None
+
+
+def prefer_stabilizer(route: Route, stabilizer_seconds: float | None,
+                      tn_seconds_predicted=None, tn_extra_seconds: float = 0.0) -> Route:
+    """``route`` (priced by the other engines), or the stabilizer route where its price is
+    lower. ``tn_seconds_predicted`` (a callable) prices a tensor-network route that was
+    chosen without a price (the statevector did not fit); ``tn_extra_seconds``: what a
+    tensor-network route pays beyond its contractions' price (drawing the shots, which
+    the statevector's price holds already). A route under MPI is kept."""
+    if stabilizer_seconds is None or route.executor != "local":
+        return route
+    rival = route.statevector_seconds if route.method == "statevector" else (
+        route.tensor_network_seconds)
+    if rival is None and route.method != "statevector" and tn_seconds_predicted is not None:
+        rival = tn_seconds_predicted()
+        route = dataclasses.replace(route, tensor_network_seconds=_finite(rival))
+    if rival is not None and route.method != "statevector":
+        rival += tn_extra_seconds
+    if rival is not None and rival <= stabilizer_seconds:
+        return dataclasses.replace(route, stabilizer_seconds=stabilizer_seconds)
+    return dataclasses.replace(route, method="stabilizer", reason="predicted faster",
+                               stabilizer_seconds=stabilizer_seconds, engine=None, kernel=None)
+
+
 __all__ = [
     "MAX_STATEVECTOR_QUBITS",
+    "CircuitCache",
+    "circuit_cache",
     "contraction_price",
     "final_state",
     "METHODS",
     "Route",
     "fuse_for_network",
     "greedy_cost",
+    "network_gates",
+    "network_gates_at_least",
+    "prefer_stabilizer",
     "route_amplitudes",
+    "route_stabilizer",
     "route_state_reading",
     "tn_floor",
     "tn_seconds",

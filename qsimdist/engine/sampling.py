@@ -29,6 +29,10 @@ predicted FLOPs of the plans it ran):
   the same structure (new arrays in the same plan), so the path search runs
   once per structure.
 
+- ``stabilizer``: a Clifford circuit (every gate maps Paulis to Paulis) sampled
+  by stim's frame sampler (:mod:`qsimdist.engine.stabilizer`), polynomial in
+  the width; stim's seed is drawn from the caller's generator.
+
 Randomness: every uniform number is drawn up front from the caller's
 generator, so the same seed gives the same bitstrings whatever the executor
 or the rank count (under MPI, rank 0's bits are broadcast as well).
@@ -70,7 +74,8 @@ CHAIN_PATH_REPEATS = 8
 CHAIN_PLAN_SECONDS = 1.0
 #: network structures a Contractor remembers as cheap or not (to simplify or not)
 CHEAP_CACHE_SIZE = 512
-METHODS = ("auto", "statevector", "marginal", "doubled-marginal", "chain", "rejection")
+METHODS = ("auto", "statevector", "marginal", "doubled-marginal", "chain", "rejection",
+           "stabilizer")
 #: frugal rejection sampling accepts a candidate x with probability min(1, p(x) 2^n / M)
 REJECTION_M = 12.0
 #: rounds of candidates before frugal rejection sampling gives up
@@ -348,12 +353,28 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
     if m == 0 or shots == 0:
         return np.zeros((shots, m), np.uint8), SampleInfo("none", m, 0), {}
     original = circuit
+    clifford = None
+    if method in ("auto", "stabilizer"):  # a Clifford circuit: stim (engine/stabilizer.py)
+        from . import stabilizer
+
+        clifford = stabilizer.choose_for_sampling(circuit, measured, shots, method,
+                                                  contractor.executor, contractor.backend)
+        if clifford is not None and clifford.route is not None:
+            return _sample_stabilizer(clifford, measured, shots, rng, clifford.route)
     circuit = fuse_single_qubit_gates(circuit)
     route = None
     if method in ("auto", "statevector"):
         tn_method, notes = choose_method(circuit, measured)
         route = route_sampling(original, circuit, measured, shots, contractor, method,
                                tn_method, notes)
+        if clifford is not None:
+            from .router import DRAW_SECONDS_PER_SHOT, prefer_stabilizer
+
+            route = prefer_stabilizer(route, clifford.seconds, lambda tn=route.method: (
+                tn_sampling_seconds(circuit, measured, shots, tn, notes)),
+                DRAW_SECONDS_PER_SHOT * shots)
+            if route.method == "stabilizer":
+                return _sample_stabilizer(clifford, measured, shots, rng, route)
         chosen = route.method
     else:
         chosen, notes = method, {}
@@ -394,6 +415,18 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
         extra={k: v for k, v in notes.items() if k != "light_cone_qubits"},
     )
     return bits, info, probs
+
+
+def _sample_stabilizer(choice, measured: list[int], shots: int, rng: np.random.Generator,
+                       route) -> tuple[np.ndarray, SampleInfo, dict]:
+    """Shots of a Clifford circuit from stim's frame sampler, seeded from ``rng``
+    (``choice``: :class:`~qsimdist.engine.stabilizer.StabilizerChoice`)."""
+    from .stabilizer import seed_from
+
+    bits = choice.circuit.sample(measured, shots, seed_from(rng))
+    info = SampleInfo("stabilizer", len(measured), choice.circuit.n_qubits,
+                      extra={"route": route.to_dict()})
+    return bits, info, {}
 
 
 def _draw_rows(p: np.ndarray, u: np.ndarray, m: int) -> tuple[np.ndarray, dict]:

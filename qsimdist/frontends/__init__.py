@@ -114,8 +114,8 @@ def load(source) -> GateCircuit | Network:
     Accepted: a path to ``.qasm``/``.qasm2``/``.qasm3`` (OpenQASM 2 or 3, from
     the header), ``.qsim``, or ``.json`` (cotengra-style network, arrays from a
     sibling ``.npz``); the name of a bundled circuit where no such file exists
-    (``"ghz_n12"`` is the bundled ``ghz_n12.qasm``); a Qiskit ``QuantumCircuit``; a quimb ``Circuit`` or
-    ``TensorNetwork``; a ``GateCircuit`` or ``Network``.
+    (``"ghz_n12"`` is the bundled ``ghz_n12.qasm``); a Qiskit ``QuantumCircuit``; a
+    quimb ``Circuit`` or ``TensorNetwork``; a ``GateCircuit`` or ``Network``.
     """
     if isinstance(source, (GateCircuit, Network)):
         return source

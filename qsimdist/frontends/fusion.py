@@ -196,6 +196,43 @@ def fusion_blocks(circuit: GateCircuit, max_qubits: int, *, keep_diagonal: bool 
     return _merge_back(out, circuit.n_qubits, max_qubits, max_diag, keep_diagonal)
 
 
+def fused_gates_at_least(circuit: GateCircuit, max_qubits: int, *,
+                         max_diagonal_qubits: int | None = MAX_DIAGONAL_QUBITS,
+                         diagonal: Sequence[bool] | None = None) -> int:
+    """A lower bound on ``len(fusion_blocks(circuit, max_qubits, keep_diagonal=True, ...))``
+    from one pass over the gates, no block built (a router's floor, before any fusion).
+
+    With ``keep_diagonal``, every block is of one kind (diagonal or not), is at most as
+    wide as its kind's limit (or is one wider gate alone), and holds a contiguous run of
+    each of its qubits' gates. Two gates that follow each other on a qubit cannot share
+    a block where their kinds differ or their qubits together exceed the limit, so each
+    qubit's gates split into segments no block spans; a block covers at most one
+    segment per qubit it acts on. Hence, per kind, at least the segments divided by
+    the widest block of that kind.
+    """
+    _check_width(max_qubits, "max_qubits")
+    max_diag = max_qubits if max_diagonal_qubits is None else max(max_qubits, max_diagonal_qubits)
+    flags = diagonal_flags(circuit) if diagonal is None else diagonal
+    limits = (max_qubits, max_diag)
+    widest = [max_qubits, max_diag]
+    segments = [0, 0]
+    last: list[tuple | None] = [None] * circuit.n_qubits  # per qubit: its last gate's kind, qubits
+    for g, diag in zip(circuit.gates, flags):
+        kind = 1 if diag else 0
+        qs = g.qubits
+        limit = limits[kind]
+        if len(qs) > widest[kind]:
+            widest[kind] = len(qs)
+        here = (kind, qs)
+        for q in qs:
+            prev = last[q]
+            if (prev is None or prev[0] != kind or len(qs) > limit or len(prev[1]) > limit
+                    or (prev[1] != qs and len(set(qs).union(prev[1])) > limit)):
+                segments[kind] += 1
+            last[q] = here
+    return sum(-(-s // w) for s, w in zip(segments, widest))
+
+
 def _merge_back(blocks: list[_Block], n_qubits: int, max_qubits: int, max_diag: int,
                 keep_diagonal: bool) -> list[_Block]:
     """Blocks multiplied into the block before them where that stays within the width.
@@ -226,8 +263,13 @@ def _merge_back(blocks: list[_Block], n_qubits: int, max_qubits: int, max_diag: 
     return out
 
 
-def _block_matrix(circuit: GateCircuit, block: _Block) -> tuple[np.ndarray, tuple[int, ...]]:
-    """The block's unitary, big-endian over its sorted qubits (diagonal blocks: dense too)."""
+def _block_matrix(circuit: GateCircuit, block: _Block, embedded: _Embeddings | None = None,
+                  ) -> tuple[np.ndarray, tuple[int, ...]]:
+    """The block's unitary, big-endian over its sorted qubits (diagonal blocks: dense too).
+
+    A dense block is the product of its gates' matrices embedded in the block's qubits;
+    ``embedded`` (one per :func:`fuse` call) keeps the embeddings for reuse.
+    """
     qubits = tuple(sorted(block.qubits))
     m = len(qubits)
     pos = {q: i for i, q in enumerate(qubits)}
@@ -244,22 +286,74 @@ def _block_matrix(circuit: GateCircuit, block: _Block) -> tuple[np.ndarray, tupl
                 shape[pos[g.qubits[j]]] = 2
             d = d * gd.reshape(shape)
         return np.diag(d.reshape(-1)), qubits
-    dim = 2**m
-    u = np.eye(dim, dtype=complex).reshape((2,) * m + (dim,))  # output legs, then the input
+    if m > EMBED_MAX_QUBITS:  # each gate applied to the legs: no 2^m x 2^m matrix products
+        dim = 2**m
+        u = np.eye(dim, dtype=complex).reshape((2,) * m + (dim,))  # output legs, then input
+        for idx in block.gates:
+            g = circuit.gates[idx]
+            u = _apply_on_legs(g.matrix, tuple(pos[q] for q in g.qubits), u, m)
+        return u.reshape(dim, dim), qubits
+    embedded = _Embeddings() if embedded is None else embedded
+    u = None
     for idx in block.gates:
         g = circuit.gates[idx]
-        k = len(g.qubits)
-        where = [pos[q] for q in g.qubits]
-        u = np.tensordot(g.matrix.reshape((2,) * (2 * k)), u, axes=(list(range(k, 2 * k)), where))
-        # u's axes now: the gate's output legs (in g.qubits order), u's other output legs, input
-        rest = [i for i in range(m) if i not in where]
-        perm = [0] * m
-        for j, i in enumerate(where):
-            perm[i] = j
-        for j, i in enumerate(rest):
-            perm[i] = k + j
-        u = np.transpose(u, perm + [m])
-    return u.reshape(2**m, 2**m), qubits
+        e = embedded.get(g.matrix, tuple(pos[q] for q in g.qubits), m)
+        u = e.copy() if u is None else e @ u
+    return u, qubits
+
+
+#: widest dense block multiplied out as a product of embedded gate matrices (2^m x 2^m
+#: each); wider blocks apply each gate to the block's legs
+EMBED_MAX_QUBITS = 6
+
+
+#: bytes of embedded gate matrices one :func:`fuse` call keeps for reuse (a deep circuit
+#: repeats a few gates on a few positions within its blocks)
+EMBEDDED_CACHE_BYTES = 32 << 20
+
+
+class _Embeddings:
+    """Gates' matrices embedded in their blocks' qubits, kept while they fit
+    :data:`EMBEDDED_CACHE_BYTES`; keyed by the matrix object (the circuit holds it
+    meanwhile), its positions and the block's width."""
+
+    def __init__(self) -> None:
+        self.kept: dict[tuple, np.ndarray] = {}
+        self.bytes = 0
+
+    def get(self, matrix: np.ndarray, where: tuple[int, ...], m: int) -> np.ndarray:
+        key = (id(matrix), where, m)
+        e = self.kept.get(key)
+        if e is None:
+            e = _embed(matrix, where, m)
+            if self.bytes < EMBEDDED_CACHE_BYTES:
+                self.kept[key] = e
+                self.bytes += e.nbytes
+        return e
+
+
+def _embed(matrix: np.ndarray, where: tuple[int, ...], m: int) -> np.ndarray:
+    """A gate's ``2^m x 2^m`` matrix on ``m`` qubits, big-endian; it acts on positions
+    ``where`` (its own qubits' order, big-endian like its matrix)."""
+    dim = 2**m
+    u = np.eye(dim, dtype=complex).reshape((2,) * m + (dim,))
+    return _apply_on_legs(matrix, where, u, m).reshape(dim, dim)
+
+
+def _apply_on_legs(matrix: np.ndarray, where: tuple[int, ...], u: np.ndarray,
+                   m: int) -> np.ndarray:
+    """``matrix`` applied to the output legs ``where`` of ``u`` (``m`` output legs, then
+    the input axis)."""
+    k = len(where)
+    u = np.tensordot(matrix.reshape((2,) * (2 * k)), u, axes=(list(range(k, 2 * k)), list(where)))
+    # u's axes now: the gate's output legs (in ``where`` order), the other output legs, input
+    rest = [i for i in range(m) if i not in where]
+    perm = [0] * m
+    for j, i in enumerate(where):
+        perm[i] = j
+    for j, i in enumerate(rest):
+        perm[i] = k + j
+    return np.transpose(u, perm + [m])
 
 
 _SWAP = np.array([[1, 0, 0, 0], [0, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 1]])
@@ -295,7 +389,8 @@ def absorb_swaps(circuit: GateCircuit) -> tuple[GateCircuit, list[int] | None]:
 
 def fuse(circuit: GateCircuit, max_qubits: int = 4, *, keep_diagonal: bool = True,
          max_diagonal_qubits: int | None = MAX_DIAGONAL_QUBITS,
-         progress: Callable[[str, int, int], None] | None = None) -> GateCircuit:
+         progress: Callable[[str, int, int], None] | None = None,
+         blocks: Sequence[_Block] | None = None) -> GateCircuit:
     """A circuit with the same unitary (global phase included) and fewer, wider gates.
 
     Args:
@@ -304,19 +399,22 @@ def fuse(circuit: GateCircuit, max_qubits: int = 4, *, keep_diagonal: bool = Tru
         keep_diagonal: diagonal gates merge only with diagonal gates.
         max_diagonal_qubits: widest fused diagonal gate (at least ``max_qubits``).
         progress: ``progress("fusing", done, total)`` every few thousand blocks.
+        blocks: :func:`fusion_blocks` of ``circuit`` with the same arguments, where the
+            caller has them already (a router that priced the fusion); made here otherwise.
 
     Fused gates are named ``fused`` (``fused_diagonal`` for diagonal ones);
     a block of one gate keeps that gate as it is.
     """
-    flags = diagonal_flags(circuit)
-    blocks = fusion_blocks(circuit, max_qubits, keep_diagonal=keep_diagonal,
-                           max_diagonal_qubits=max_diagonal_qubits, diagonal=flags)
+    if blocks is None:
+        blocks = fusion_blocks(circuit, max_qubits, keep_diagonal=keep_diagonal,
+                               max_diagonal_qubits=max_diagonal_qubits)
     out = GateCircuit(circuit.n_qubits, global_phase=circuit.global_phase, name=circuit.name)
+    embedded = _Embeddings()
     for i, b in enumerate(blocks):
         if len(b.gates) == 1:
             out.gates.append(circuit.gates[b.gates[0]])
         else:
-            matrix, qubits = _block_matrix(circuit, b)
+            matrix, qubits = _block_matrix(circuit, b, embedded)
             out.gates.append(Gate(matrix, qubits, "fused_diagonal" if b.diagonal else "fused"))
         if progress is not None and (i + 1) % 4096 == 0:
             progress("fusing", i + 1, len(blocks))
@@ -375,20 +473,29 @@ def statevector_flops(circuit: GateCircuit) -> float:
 
 
 def predict_statevector(circuit: GateCircuit, widths: Sequence[int] = FUSION_WIDTHS,
-                        **kernel) -> tuple[int, float]:
+                        structures: dict | None = None, **kernel) -> tuple[int, float]:
     """``(width, seconds)``: the fusion width the cost model predicts cheapest for a
     statevector run of ``circuit`` and its predicted time (fusing included).
 
     Only the block structure is made for each width (no matrices), with
     ``keep_diagonal=False`` (diagonal runs still fuse into diagonal blocks).
     ``kernel``: :func:`gate_seconds`'s keywords (``itemsize``, ``compiled``).
+    ``structures`` (a dict), where given, keeps each width's blocks (key: the width),
+    and blocks found there are not made again: pricing a second kernel, or
+    :func:`fuse` at the chosen width (``blocks=``), reuses them.
     """
     n = circuit.n_qubits
-    flags = diagonal_flags(circuit)
+    structures = {} if structures is None else structures
+    flags = None
     best: tuple[float, int] | None = None
     for k in widths:
-        blocks = fusion_blocks(circuit, k, keep_diagonal=False,
-                               max_diagonal_qubits=MAX_DIAGONAL_QUBITS, diagonal=flags)
+        blocks = structures.get(k)
+        if blocks is None:
+            if flags is None:
+                flags = diagonal_flags(circuit)
+            blocks = structures[k] = fusion_blocks(
+                circuit, k, keep_diagonal=False, max_diagonal_qubits=MAX_DIAGONAL_QUBITS,
+                diagonal=flags)
         merged = sum(len(b.gates) for b in blocks if len(b.gates) > 1)
         seconds = blocks_seconds(n, blocks, **kernel) + FUSE_SECONDS_PER_GATE * merged
         if best is None or seconds < best[0]:

@@ -7,7 +7,14 @@ gate wider than :data:`~qsimdist.frontends.circuit.MAX_GATE_QUBITS` qubits and
 a composite instruction (``qc.append(sub_circuit, qubits)`` makes an
 ``Instruction``, not a ``Gate``) are expanded through their definitions,
 recursively, with their bound parameters and global phases: a 20-qubit
-composite gate becomes its gates, never a dense ``2^20 x 2^20`` matrix.
+composite gate becomes its gates, never a dense ``2^20 x 2^20`` matrix. An
+operation with no definition of its own (a ``Clifford``, an
+``AnnotatedOperation``, library gates whose circuit Qiskit leaves to its
+synthesis plugins) goes through Qiskit's own synthesis
+(:func:`expansion_of`). A ``PermutationGate`` is a relabelling of qubits: no
+gate, no tensor; the later gates act on the permuted wires, and the wires are
+renamed at the end so that qubit ``q`` of the result is ``qc.qubits[q]`` (every
+qubit starts in ``|0>``, which a renaming leaves as it is).
 Barriers and delays are skipped, and final measurements are ignored
 (amplitudes are taken before them). A ``reset`` on a qubit that nothing has
 touched yet is the identity (QASMBench files start with such resets) and is
@@ -22,6 +29,7 @@ without 10^5 ``to_matrix`` calls.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 
@@ -108,11 +116,14 @@ def _composed_matrix(op, depth: int = 0) -> np.ndarray | None:
 
 
 def definition_of(op, where: str):
-    """``op.definition`` (a ``QuantumCircuit``), or ``None`` when the instruction has none.
+    """``op.definition`` (a ``QuantumCircuit``), or ``None`` when the instruction has none
+    (an operation such as a ``Clifford`` has no ``definition`` attribute at all).
 
     Raises:
         UnsupportedInstructionError: building the definition failed (naming ``where``).
     """
+    if not hasattr(type(op), "definition"):
+        return None
     try:
         definition = op.definition
     except Exception as exc:  # noqa: BLE001 - a synthesis that fails for these parameters
@@ -122,6 +133,75 @@ def definition_of(op, where: str):
     if definition is None or not hasattr(definition, "data"):
         return None
     return definition
+
+
+#: what Qiskit's synthesis may leave in the circuit it makes for an operation without a
+#: definition: the standard gates, matrices, and what the conversion handles itself
+_SYNTHESIS_KEEPS = ("unitary", "measure", "reset", "barrier", "delay")
+
+
+def synthesized(op) -> tuple[object | None, str]:
+    """``(circuit, "")``: Qiskit's own synthesis of ``op`` (``HighLevelSynthesis`` into the
+    standard gates, on ``op``'s own qubits, none assumed ``|0>``, no ancilla), or
+    ``(None, why)`` where Qiskit cannot synthesize it so."""
+    from qiskit import QuantumCircuit
+    from qiskit.circuit.library.standard_gates import get_standard_gate_name_mapping
+    from qiskit.transpiler.passes import HighLevelSynthesis
+
+    try:
+        qc = QuantumCircuit(op.num_qubits, op.num_clbits)
+        qc.append(op, qc.qubits, qc.clbits)
+        basis = sorted({*get_standard_gate_name_mapping(), *_SYNTHESIS_KEEPS})
+        out = HighLevelSynthesis(basis_gates=basis, qubits_initially_zero=False)(qc)
+    except Exception as exc:  # noqa: BLE001 - whatever Qiskit's synthesis refuses
+        return None, shorten(" ".join(str(exc).split()), 200)
+    if out.num_qubits != op.num_qubits or any(i.operation is op for i in out.data):
+        return None, "the synthesis needs more qubits or leaves the operation as it is"
+    return out, ""
+
+
+def expansion_of(op, where: str) -> tuple[object | None, str]:
+    """``(circuit, "")``: ``op``'s definition or, where it has none, Qiskit's synthesis of
+    it (:func:`synthesized`); ``(None, note)`` where neither exists, ``note`` saying why
+    for the caller's message.
+
+    Raises:
+        UnsupportedInstructionError: building the definition failed (naming ``where``).
+    """
+    definition = definition_of(op, where)
+    if definition is not None:
+        return definition, ""
+    circuit, why = synthesized(op)
+    if circuit is None:
+        return None, f" (and Qiskit cannot synthesize it: {why})"
+    return circuit, ""
+
+
+def permutation_pattern(op) -> list[int] | None:
+    """The pattern of a ``PermutationGate`` (position ``k`` receives qubit ``pattern[k]``),
+    or ``None`` for any other operation."""
+    if op.name != "permutation" or not hasattr(op, "pattern"):
+        return None
+    from qiskit.circuit.library import PermutationGate
+
+    if not isinstance(op, PermutationGate):
+        return None
+    return [int(p) for p in op.pattern]
+
+
+#: gates on more qubits than this are expanded through their definitions even where they
+#: state a matrix (a 12-qubit ``QFTGate``'s matrix has 2^24 entries, its definition 84
+#: gates); matrix gates (``UnitaryGate`` and gates controlling one), whose definitions
+#: are costly syntheses, keep their matrices up to ``MAX_GATE_QUBITS``
+DENSE_GATE_QUBITS = 6
+
+
+def _definition_preferred(op) -> bool:
+    """Whether a wide gate is better expanded than taken as its matrix: anything but a
+    matrix gate, a Hamiltonian gate or a gate controlling one."""
+    base = getattr(op, "base_gate", None)
+    names = {op.name, getattr(base, "name", None)}
+    return not names.intersection({"unitary", "hamiltonian"})
 
 
 def _own_matrix(op) -> np.ndarray | None:
@@ -142,12 +222,15 @@ class _Conversion:
 
     def __init__(self, gc: GateCircuit) -> None:
         self.gc = gc
-        self.measured: set[int] = set()
-        self.touched: set[int] = set()
+        self.measured: set[int] = set()  # wires
+        self.touched: set[int] = set()  # wires
         self.matrices: dict[tuple, np.ndarray] = {}
+        self.wire = list(range(gc.n_qubits))  # qubit of the circuit -> wire holding it now
+        self.permuted = False
 
     def add(self, circuit, qmap: list[int], inside: str = "", depth: int = 0) -> None:
-        """Append ``circuit``'s instructions; its qubit ``i`` is ``qmap[i]`` of the result.
+        """Append ``circuit``'s instructions; its qubit ``i`` is ``qmap[i]`` of the top-level
+        circuit (on wire ``self.wire[qmap[i]]`` of the result until a permutation moves it).
 
         ``inside`` names the instructions whose definition ``circuit`` is (for messages).
         """
@@ -157,7 +240,8 @@ class _Conversion:
         index = {q: qmap[i] for i, q in enumerate(circuit.qubits)}
         for pos, inst in enumerate(circuit.data):
             op = inst.operation
-            qubits = [index[q] for q in inst.qubits]
+            logical = [index[q] for q in inst.qubits]
+            qubits = [self.wire[q] for q in logical] if self.permuted else logical
             if op.name in _SKIPPED:
                 continue
             if op.name == "reset" and not inside and not touched.intersection(qubits) and (
@@ -169,7 +253,7 @@ class _Conversion:
                 gc.gates.append(IRGate(cached, tuple(reversed(qubits)), op.name))
                 touched.update(qubits)
                 continue
-            where = f"{shorten(op.name)} at position {pos} on qubits {shorten(qubits)}{inside}"
+            where = f"{shorten(op.name)} at position {pos} on qubits {shorten(logical)}{inside}"
             if op.name == "measure":
                 touched.update(qubits)
                 measured.update(qubits)
@@ -179,18 +263,22 @@ class _Conversion:
                     f"classically controlled instruction {where}: amplitudes need a unitary "
                     "circuit"
                 )
+            pattern = permutation_pattern(op)
+            if pattern is not None and not inst.clbits:
+                self.permute(logical, pattern, where)
+                continue
             is_gate = isinstance(op, Gate) or op.name == "unitary"
             if op.name != "reset" and not is_gate:
                 # a composite instruction (qc.append(sub_circuit, ...)): its definition's
                 # instructions are checked one by one, as if written here
-                definition = definition_of(op, where)
+                definition, why = expansion_of(op, where)
                 if definition is None:
                     raise UnsupportedInstructionError(
-                        f"non-unitary instruction {where} has no definition; supported: "
-                        "unitary gates, instructions defined by them, barrier, delay, final "
-                        "measure"
+                        f"non-unitary instruction {where} has no definition{why}; supported: "
+                        "unitary gates, instructions defined by them or synthesized by Qiskit, "
+                        "barrier, delay, final measure"
                     )
-                self.expand(definition, qubits, where, depth)
+                self.expand(definition, logical, where, depth, op)
                 continue
             touched.update(qubits)
             if measured.intersection(qubits):
@@ -220,21 +308,28 @@ class _Conversion:
                         "finite numbers (NaN or infinite angles leave the amplitude undefined)"
                     )
             wide = len(qubits) > MAX_GATE_QUBITS
+            if not wide and len(qubits) > DENSE_GATE_QUBITS and _definition_preferred(op):
+                # a library gate on many qubits (QFTGate, MCXGate): its few gates fuse and
+                # run faster than its 4^k-entry matrix is even built
+                definition = definition_of(op, where)
+                if definition is not None:
+                    self.expand(definition, logical, where, depth, op)
+                    continue
             matrix = None if wide else _own_matrix(op)
             if matrix is None:
-                definition = None if op.name == "unitary" else definition_of(op, where)
+                definition, why = (None, "") if op.name == "unitary" else expansion_of(op, where)
                 if definition is not None:
-                    self.expand(definition, qubits, where, depth)
+                    self.expand(definition, logical, where, depth, op)
                     continue
                 if wide:
                     raise UnsupportedInstructionError(
                         f"instruction {where} acts on {len(qubits)} qubits and has no "
-                        f"definition; a matrix is used for gates on at most {MAX_GATE_QUBITS} "
-                        "qubits (it has 4^k entries), wider gates are expanded through their "
-                        "definitions"
+                        f"definition{why}; a matrix is used for gates on at most "
+                        f"{MAX_GATE_QUBITS} qubits (it has 4^k entries), wider gates are "
+                        "expanded through their definitions or Qiskit's synthesis"
                     )
                 raise UnsupportedInstructionError(
-                    f"instruction {where} has no matrix and no definition"
+                    f"instruction {where} has no matrix and no definition{why}"
                 )
             if not np.isfinite(matrix).all():
                 raise InvalidInputError(
@@ -246,8 +341,78 @@ class _Conversion:
             if key is not None:
                 matrices[key] = gc.gates[-1].matrix
 
-    def expand(self, definition, qubits: list[int], where: str, depth: int) -> None:
-        """Append a definition on ``qubits`` and add its global phase."""
+    def permute(self, logical: list[int], pattern: list[int], where: str) -> None:
+        """A ``PermutationGate`` on the circuit's qubits ``logical``: position ``k`` receives
+        the state of ``logical[pattern[k]]``; nothing is appended, the wires are relabelled."""
+        old = [self.wire[q] for q in logical]
+        moved = [k for k, p in enumerate(pattern) if p != k]
+        if self.measured.intersection(old[k] for k in moved):
+            raise UnsupportedInstructionError(
+                f"instruction {where} follows a measurement of the same qubit (mid-circuit "
+                "measurement); only final measurements are allowed"
+            )
+        for k in moved:
+            self.wire[logical[k]] = old[pattern[k]]
+        self.permuted = self.permuted or bool(moved)
+
+    def relabel(self) -> None:
+        """Rename the wires so that the circuit's qubit ``q`` ends on wire ``q``."""
+        if not self.permuted or self.wire == list(range(len(self.wire))):
+            return
+        name = [0] * len(self.wire)
+        for q, w in enumerate(self.wire):
+            name[w] = q
+        self.gc.gates = [dataclasses.replace(g, qubits=tuple(name[w] for w in g.qubits))
+                         for g in self.gc.gates]
+
+    def expand(self, definition, qubits: list[int], where: str, depth: int,
+               op=None) -> None:
+        """Append a definition on the circuit's qubits ``qubits`` and add its global phase.
+
+        With ``op`` (the instruction it defines) whose :func:`expansion_key` exists, the
+        expansion is taken from, or made once into, :data:`EXPANSIONS`."""
+        key = expansion_key(op) if op is not None and depth < MAX_DEFINITION_DEPTH else None
+        if key is not None and self.splice(key, definition, qubits, where, depth):
+            return
+        self.expand_here(definition, qubits, where, depth)
+
+    def splice(self, key: tuple, definition, qubits: list[int], where: str,
+               depth: int) -> bool:
+        """Append the cached expansion of ``key`` (made now on a fresh conversion where it
+        is missing) on the circuit's qubits ``qubits``; ``False`` where it cannot be used
+        here (the definition measures, fails, or a qubit it uses was measured): the caller
+        expands in place, with the messages naming the circuit's qubits."""
+        wires = [self.wire[q] for q in qubits] if self.permuted else list(qubits)
+        if self.measured.intersection(wires):
+            return False
+        found = EXPANSIONS.get(key)
+        if found is None:
+            sub = _Conversion(GateCircuit(len(qubits)))
+            sub.matrices = self.matrices
+            try:
+                sub.expand_here(definition, list(range(len(qubits))), where, depth)
+            except Exception:  # noqa: BLE001 - expanded again in place, to raise there
+                return False
+            if sub.measured:
+                return False
+            found = EXPANSIONS.put(key, sub.gc.gates, sub.gc.global_phase,
+                                   sub.wire if sub.permuted else None)
+        else:
+            EXPANSIONS.reused += 1
+        gates, phase, wire = found
+        append = self.gc.gates.append
+        for g in gates:
+            append(IRGate(g.matrix, tuple(wires[w] for w in g.qubits), g.name))
+        self.gc.global_phase += phase
+        self.touched.update(wires)
+        if wire is not None:  # a permutation inside: local qubit i ends on local wire wire[i]
+            for i, q in enumerate(qubits):
+                self.wire[q] = wires[wire[i]]
+            self.permuted = True
+        return True
+
+    def expand_here(self, definition, qubits: list[int], where: str, depth: int) -> None:
+        """Append a definition's instructions one by one on the circuit's qubits."""
         if depth >= MAX_DEFINITION_DEPTH:
             raise UnsupportedInstructionError(
                 f"instruction {where} nests definitions more than {MAX_DEFINITION_DEPTH} deep"
@@ -259,6 +424,124 @@ class _Conversion:
             )
         self.gc.global_phase += _phase_value(definition.global_phase, where)
         self.add(definition, qubits, f" inside {where}", depth + 1)
+
+
+class ExpansionCache:
+    """Expanded composite and library gates (their IR gates on local qubits ``0..k-1``,
+    the definition's global phase, and where a permutation inside leaves each qubit),
+    by :func:`expansion_key`, least recently used dropped past :attr:`max_gates` gates.
+
+    ``built`` and ``reused`` count the expansions made and taken from here."""
+
+    def __init__(self, max_gates: int = 2_000_000) -> None:
+        from collections import OrderedDict
+
+        self.max_gates = max_gates
+        self.entries: OrderedDict[tuple, tuple] = OrderedDict()
+        self.gates = 0
+        self.built = 0
+        self.reused = 0
+
+    def get(self, key: tuple) -> tuple | None:
+        found = self.entries.get(key)
+        if found is not None:
+            self.entries.move_to_end(key)
+        return found
+
+    def put(self, key: tuple, gates: list, phase: float, wire: list[int] | None) -> tuple:
+        self.built += 1
+        entry = (tuple(gates), phase, None if wire is None else list(wire))
+        if len(gates) <= self.max_gates:
+            self.entries[key] = entry
+            self.gates += len(gates)
+            while self.gates > self.max_gates:
+                _, (old, _, _) = self.entries.popitem(last=False)
+                self.gates -= len(old)
+        return entry
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.gates = self.built = self.reused = 0
+
+
+#: the process's cache of expansions (see :meth:`_Conversion.splice`)
+EXPANSIONS = ExpansionCache()
+
+#: library classes whose definition is fixed by their class, name, width, parameters and
+#: control state (nothing else given to their constructors changes it)
+_KEYED_CLASSES = frozenset({
+    "QFTGate", "MCXGate", "MCXGrayCode", "MCXRecursive", "MCXVChain", "C3XGate",
+    "C3SXGate", "C4XGate", "RCCXGate", "RC3XGate", "MCPhaseGate", "MCU1Gate",
+    "PermutationGate", "UnitaryGate", "DiagonalGate", "FullAdderGate", "HalfAdderGate",
+    "ModularAdderGate", "MultiplierGate", "ControlledGate",
+})
+_PARAM_BYTES = 1 << 16
+
+
+def _param_key(value):
+    if isinstance(value, numbers.Number):
+        return complex(value)
+    if isinstance(value, np.ndarray) and value.nbytes <= _PARAM_BYTES:
+        return (value.shape, str(value.dtype), value.tobytes())
+    if isinstance(value, (list, tuple)) and len(value) <= 4096:
+        inner = [_param_key(v) for v in value]
+        return None if any(v is None for v in inner) else tuple(inner)
+    return None
+
+
+def expansion_key(op, depth: int = 0) -> tuple | None:
+    """A hashable key fixing what ``op`` expands into, or ``None`` where there is none to
+    trust: a standard gate or a listed library gate (:data:`_KEYED_CLASSES`) by its
+    parameters; a gate or instruction made from a circuit (``to_gate``, ``append`` of a
+    circuit, an OpenQASM ``gate``) by its definition's instructions, recursively; a
+    controlled gate by its base gate's key as well. Cheap next to the expansion: it reads
+    definitions already built and builds none."""
+    from qiskit.circuit import Gate, Instruction
+
+    if depth > MAX_DEFINITION_DEPTH or getattr(op, "condition", None) is not None:
+        return None
+    params = tuple(_param_key(v) for v in getattr(op, "params", ()))
+    if any(v is None for v in params):
+        return None
+    standard = getattr(op, "_standard_gate", None)
+    if standard is not None:
+        return ("standard", standard, op.name, params)
+    cls = type(op)
+    head = (cls.__name__, op.name, op.num_qubits, op.num_clbits, params)
+    if cls.__name__ in _KEYED_CLASSES and cls.__module__.startswith("qiskit."):
+        base = getattr(op, "base_gate", None)
+        if base is None:
+            return ("library", *head)
+        base_key = expansion_key(base, depth + 1)
+        if base_key is None:
+            return None
+        return ("controlled", *head, op.num_ctrl_qubits, op.ctrl_state, base_key)
+    if cls in (Gate, Instruction) or cls.__module__.startswith("qiskit.qasm2"):
+        definition = getattr(op, "_definition", None)
+        if definition is None:
+            return None
+        body = definition_fingerprint(definition, depth + 1)
+        return None if body is None else ("defined", *head, body)
+    return None
+
+
+def definition_fingerprint(circuit, depth: int = 0) -> tuple | None:
+    """The instructions of a definition (each one's :func:`expansion_key`, qubit and clbit
+    positions) and its global phase; ``None`` where one has no key."""
+    try:
+        phase = float(circuit.global_phase)
+    except (TypeError, ValueError):
+        return None
+    qubit = {q: i for i, q in enumerate(circuit.qubits)}
+    clbit = {c: i for i, c in enumerate(circuit.clbits)}
+    items = []
+    for inst in circuit.data:
+        key = expansion_key(inst.operation, depth)
+        if key is None:
+            return None
+        items.append((key, tuple(qubit[q] for q in inst.qubits),
+                      tuple(clbit[c] for c in inst.clbits)))
+    return (phase, circuit.num_qubits, tuple(items))
 
 
 def _phase_value(phase, where: str) -> float:
@@ -308,5 +591,7 @@ def from_qiskit(qc) -> GateCircuit:  # qc: qiskit.QuantumCircuit
             f"the circuit's global phase is {float(phase)}; it must be a finite number"
         )
     gc = GateCircuit(qc.num_qubits, global_phase=float(phase), name=qc.name)
-    _Conversion(gc).add(qc, list(range(qc.num_qubits)))
+    conversion = _Conversion(gc)
+    conversion.add(qc, list(range(qc.num_qubits)))
+    conversion.relabel()
     return gc

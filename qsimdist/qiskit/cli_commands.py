@@ -73,7 +73,8 @@ def sample(
     backend: Backend = BackendOpt,
     method: str = typer.Option("auto", "--method",
                                help="auto (the router's cheapest), statevector, marginal, "
-                                    "doubled-marginal, chain or rejection."),
+                                    "doubled-marginal, chain, rejection or stabilizer "
+                                    "(Clifford circuits, stim)."),
     profile: Optional[str] = ProfileOpt,
     order: Order = OrderOpt,
     as_json: bool = JsonOpt,

@@ -10,7 +10,13 @@ classical bits:
   ancilla (CX); the classical bit then *is* that ancilla;
 - a measurement whose qubit is never used again maps its bit to the qubit;
 - a classically controlled gate becomes a gate controlled by the qubits its
-  condition reads (a bit never written reads 0, as in Qiskit);
+  condition reads (a bit never written reads 0, as in Qiskit); a condition
+  that is a classical expression (``qiskit.circuit.classical.expr``:
+  ``expr.equal(creg, 3)``, ``expr.logic_and(...)``, ``expr.bit_not(bit)``, ...)
+  is evaluated on every value of the measured qubits it reads
+  (:func:`expression_truth`): where it holds on one sub-cube of them it is
+  those qubits' controls, where it is a parity a flag qubit gets it by CX,
+  otherwise a flag qubit gets it by one multi-controlled X per value;
 - a reset swaps in a fresh qubit in ``|0>`` (the old one is traced out);
 - inside a conditional block, a measurement and a reset act only where the
   condition holds (controlled copy / controlled swap with a fresh ancilla);
@@ -19,7 +25,11 @@ classical bits:
   rather than a ``Gate``) is replaced by its definition, recursively, with its
   global phase (a controlled phase inside a conditional block); a gate without
   a matrix of its own inside a conditional block is expanded the same way, so
-  that its small gates are controlled rather than the whole gate.
+  that its small gates are controlled rather than the whole gate. An operation
+  without a definition goes through Qiskit's synthesis
+  (:func:`~qsimdist.frontends.qiskit_circuit.expansion_of`); a
+  ``PermutationGate`` stays one (the frontend relabels the wires for it), and
+  inside a conditional block becomes its synthesized SWAPs, controlled.
 
 Every reset and every measurement that is not final leaves a *branch* wire:
 the qubit that held the reset qubit's old state, or the measured copy. Such a
@@ -39,9 +49,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import UnsupportedInstructionError, shorten
-from ..frontends.qiskit_circuit import definition_of
+from ..frontends.qiskit_circuit import expansion_of, permutation_pattern
 
 _SKIPPED = ("barrier", "delay")
+#: the classical-expression nodes a condition may use (``qiskit.circuit.classical.expr``)
+SUPPORTED_EXPRESSIONS = (
+    "Var (a clbit or a classical register), Value (bool or uint), Unary (bit_not, "
+    "logic_not), Binary (bit_and, bit_or, bit_xor, logic_and, logic_or, equal, not_equal, "
+    "less, less_equal, greater, greater_equal, shift_left, shift_right), Cast (to bool or "
+    "uint), Index (a bit of a register)")
+#: the most measured qubits one expression condition may read (it is evaluated on every
+#: combination of their values)
+MAX_EXPRESSION_QUBITS = 16
 
 
 @dataclass
@@ -191,7 +210,7 @@ class _Lowering:
                 continue
             if isinstance(op, IfElseOp):
                 self.dynamic = True
-                cbits = {b: cmap[circuit.find_bit(b).index] for b in _condition_bits(op)}
+                cbits = {b: cmap[circuit.find_bit(b).index] for b in _condition_bits(op, where)}
                 self.if_else(op, qubits, clbits, cbits, controls, where)
                 continue
             if isinstance(op, BoxOp):
@@ -201,18 +220,24 @@ class _Lowering:
             if isinstance(op, ControlFlowOp) or getattr(op, "condition", None) is not None:
                 raise UnsupportedInstructionError(
                     f"control-flow instruction {where} is not supported; supported: if_test / "
-                    "IfElseOp on a clbit or register, box, mid-circuit measure, reset"
+                    "IfElseOp on a clbit, a register or a classical expression, box, "
+                    "mid-circuit measure, reset"
                 )
             composite = not isinstance(op, Gate) and name != "unitary"
-            if not composite and controls and not hasattr(type(op), "__array__"):
-                composite = definition_of(op, where) is not None  # control its gates
+            definition, why = None, ""
             if composite:
-                definition = definition_of(op, where)
+                definition, why = expansion_of(op, where)
+            elif controls and (not hasattr(type(op), "__array__")
+                               or permutation_pattern(op) is not None):
+                definition, why = expansion_of(op, where)  # control its gates
+                composite = definition is not None
+            if composite:
                 if definition is None:
                     raise UnsupportedInstructionError(
-                        f"non-unitary instruction {where} has no definition; supported: unitary "
-                        "gates, instructions defined by them, measure, reset, barrier, delay, "
-                        "if_test / IfElseOp on a clbit or register"
+                        f"non-unitary instruction {where} has no definition{why}; supported: "
+                        "unitary gates, instructions defined by them or synthesized by Qiskit, "
+                        "measure, reset, barrier, delay, if_test / IfElseOp on a clbit, a "
+                        "register or a classical expression"
                     )
                 self.add_phase(definition.global_phase, controls)
                 self.walk(definition, qubits, clbits, controls, top=False)
@@ -220,7 +245,8 @@ class _Lowering:
             if clbits or not isinstance(op, Gate):
                 raise UnsupportedInstructionError(
                     f"non-unitary instruction {where}; supported: unitary gates, measure, reset, "
-                    "barrier, delay, if_test / IfElseOp on a clbit or register"
+                    "barrier, delay, if_test / IfElseOp on a clbit, a register or a classical "
+                    "expression"
                 )
             if op.is_parameterized() and not self.allow_parameters:
                 names = ", ".join(sorted(str(p) for p in op.params if hasattr(p, "parameters")))
@@ -233,7 +259,13 @@ class _Lowering:
     def condition_controls(self, condition, cmap_bits: dict, where: str):
         """The condition as [(physical qubit, value)], or ``None`` when it can never hold."""
         from qiskit.circuit import ClassicalRegister, Clbit
+        from qiskit.circuit.classical import expr
 
+        if isinstance(condition, expr.Expr):
+            simple = _simple_equality(condition)
+            if simple is None:
+                return self.expression_controls(condition, cmap_bits, where)
+            condition = simple
         target, value = condition if isinstance(condition, tuple) else (None, None)
         if isinstance(target, Clbit):
             bits = [target]
@@ -247,7 +279,7 @@ class _Lowering:
         else:
             raise UnsupportedInstructionError(
                 f"condition {shorten(condition)} of {where} is not supported; supported: "
-                "(clbit, value) and (register, value)"
+                "(clbit, value), (register, value) and classical expressions"
             )
         pairs: dict[int, int] = {}
         for bit, want in zip(bits, values):
@@ -260,6 +292,48 @@ class _Lowering:
             if pairs.setdefault(src, want) != want:
                 return None
         return sorted(pairs.items())
+
+    def expression_controls(self, condition, cmap_bits: dict, where: str):
+        """A classical-expression condition as [(physical qubit, value)] (``None``: it
+        never holds), evaluated on every value of the measured qubits it reads: a sub-cube
+        of them is their controls; otherwise a fresh flag qubit takes the condition's value
+        (CX from each qubit of a parity, else one multi-controlled X per value where it
+        holds, or where it fails after an X) and the condition is ``flag == 1``."""
+        from qiskit.circuit.library import CXGate, XGate
+
+        bits = _expression_bits(condition, where)
+        source = {bit: self.sources[cmap_bits[bit]] for bit in bits}
+        wires = sorted({w for w in source.values() if w is not None})
+        if len(wires) > MAX_EXPRESSION_QUBITS:
+            raise UnsupportedInstructionError(
+                f"the condition of {where} reads {len(wires)} measured qubits; an expression "
+                f"condition may read at most {MAX_EXPRESSION_QUBITS}"
+            )
+        truth = expression_truth(condition, bits, [source[b] for b in bits], wires, where)
+        k = len(wires)
+        holds = [a for a, t in enumerate(truth) if t]
+        if not holds:
+            return None
+        fixed = [(i, holds[0] >> i & 1) for i in range(k)
+                 if all((a >> i & 1) == (holds[0] >> i & 1) for a in holds)]
+        if len(holds) << len(fixed) == 1 << k:  # a sub-cube: a conjunction of wire values
+            return [(wires[i], v) for i, v in fixed]
+        flag = self.fresh()
+        const = truth[0]
+        parity = [i for i in range(k) if truth[1 << i] != const]
+        mask = sum(1 << i for i in parity)
+        if all(truth[a] == (const ^ (bin(a & mask).count("1") & 1)) for a in range(1 << k)):
+            for i in parity:
+                self.emit(CXGate(), [wires[i], flag], [])
+            if const:
+                self.emit(XGate(), [flag], [])
+            return [(flag, 1)]
+        fails = [a for a, t in enumerate(truth) if not t]
+        if len(fails) < len(holds):
+            self.emit(XGate(), [flag], [])
+        for a in (fails if len(fails) < len(holds) else holds):
+            self.emit(XGate(), [flag], [(wires[i], a >> i & 1) for i in range(k)])
+        return [(flag, 1)]
 
     def if_else(self, op, qubits: list[int], clbits: list[int], cmap_bits: dict,
                 controls: list[tuple[int, int]], where: str) -> None:
@@ -292,9 +366,140 @@ class _Lowering:
         self.walk(false_body, qubits, clbits, [(flag, 0)], top=False)
 
 
-def _condition_bits(op) -> list:
+def _simple_equality(condition):
+    """``(clbit or register, value)`` for ``expr.equal(clbit or register, value)`` (either
+    way round) or a bare clbit (``(clbit, True)``), else ``None``."""
     from qiskit.circuit import ClassicalRegister, Clbit
+    from qiskit.circuit.classical import expr
 
+    if isinstance(condition, expr.Var) and isinstance(condition.var, Clbit):
+        return condition.var, True
+    if not (isinstance(condition, expr.Binary) and condition.op is expr.Binary.Op.EQUAL):
+        return None
+    for var, value in ((condition.left, condition.right), (condition.right, condition.left)):
+        if (isinstance(var, expr.Var) and isinstance(var.var, (Clbit, ClassicalRegister))
+                and isinstance(value, expr.Value)):
+            return var.var, value.value
+    return None
+
+
+def _unsupported_node(node, where: str) -> UnsupportedInstructionError:
+    op = getattr(node, "op", None)
+    name = type(node).__name__ + (f".{op.name}" if op is not None else "")
+    return UnsupportedInstructionError(
+        f"the condition of {where} uses the classical expression node {name} "
+        f"({shorten(str(node), 120)}), which is not supported; supported: "
+        f"{SUPPORTED_EXPRESSIONS}"
+    )
+
+
+def _expression_bits(condition, where: str) -> list:
+    """The clbits a classical expression reads, in first-use order."""
+    from qiskit.circuit import ClassicalRegister, Clbit
+    from qiskit.circuit.classical import expr
+
+    bits: dict = {}
+    for var in expr.iter_vars(condition):
+        target = var.var
+        if isinstance(target, Clbit):
+            bits.setdefault(target, None)
+        elif isinstance(target, ClassicalRegister):
+            for bit in target:
+                bits.setdefault(bit, None)
+        else:
+            raise _unsupported_node(var, where)
+    return list(bits)
+
+
+def expression_truth(condition, bits: list, sources: list, wires: list[int],
+                     where: str) -> list[bool]:
+    """The value of a classical expression for every assignment ``a`` of ``wires``
+    (wire ``wires[i]`` holds bit ``i`` of ``a``); clbit ``bits[j]`` reads the wire
+    ``sources[j]`` (``None``: never written, reads 0).
+
+    Raises:
+        UnsupportedInstructionError: a node outside :data:`SUPPORTED_EXPRESSIONS`.
+    """
+    position = {w: i for i, w in enumerate(wires)}
+    out = []
+    for a in range(1 << len(wires)):
+        value_of = {bit: 0 if w is None else a >> position[w] & 1
+                    for bit, w in zip(bits, sources)}
+        out.append(bool(_evaluate(condition, value_of, where)))
+    return out
+
+
+def _evaluate(node, value_of: dict, where: str):
+    """A classical expression's value (bool, or int for a uint) with the clbits' values."""
+    from qiskit.circuit import ClassicalRegister, Clbit
+    from qiskit.circuit.classical import expr, types
+
+    def width_mask(ty) -> int | None:
+        if isinstance(ty, types.Uint):
+            return (1 << ty.width) - 1
+        if isinstance(ty, types.Bool):
+            return None
+        raise _unsupported_node(node, where)
+
+    if isinstance(node, expr.Var):
+        target = node.var
+        if isinstance(target, Clbit):
+            return bool(value_of[target])
+        if isinstance(target, ClassicalRegister):
+            return sum(value_of[bit] << k for k, bit in enumerate(target))
+        raise _unsupported_node(node, where)
+    if isinstance(node, expr.Value):
+        width_mask(node.type)
+        return node.value
+    if isinstance(node, expr.Cast):
+        x = _evaluate(node.operand, value_of, where)
+        mask = width_mask(node.type)
+        return bool(x) if mask is None else int(x) & mask
+    if isinstance(node, expr.Index):
+        target = _evaluate(node.target, value_of, where)
+        index = _evaluate(node.index, value_of, where)
+        if isinstance(target, bool):
+            raise _unsupported_node(node, where)
+        return bool(int(target) >> int(index) & 1)
+    if isinstance(node, expr.Unary):
+        x = _evaluate(node.operand, value_of, where)
+        if node.op is expr.Unary.Op.LOGIC_NOT:
+            return not x
+        if node.op is expr.Unary.Op.BIT_NOT:
+            mask = width_mask(node.type)
+            return (not x) if mask is None else ~int(x) & mask
+        raise _unsupported_node(node, where)
+    if isinstance(node, expr.Binary):
+        ops = expr.Binary.Op
+        if node.op is ops.LOGIC_AND:
+            return bool(_evaluate(node.left, value_of, where)) and bool(
+                _evaluate(node.right, value_of, where))
+        if node.op is ops.LOGIC_OR:
+            return bool(_evaluate(node.left, value_of, where)) or bool(
+                _evaluate(node.right, value_of, where))
+        a = _evaluate(node.left, value_of, where)
+        b = _evaluate(node.right, value_of, where)
+        if node.op in (ops.BIT_AND, ops.BIT_OR, ops.BIT_XOR):
+            a, b = int(a), int(b)
+            v = a & b if node.op is ops.BIT_AND else a | b if node.op is ops.BIT_OR else a ^ b
+            return v if width_mask(node.type) is not None else bool(v)
+        compare = {ops.EQUAL: a == b, ops.NOT_EQUAL: a != b, ops.LESS: a < b,
+                   ops.LESS_EQUAL: a <= b, ops.GREATER: a > b, ops.GREATER_EQUAL: a >= b}
+        if node.op in compare:
+            return compare[node.op]
+        if node.op is ops.SHIFT_LEFT:
+            return int(a) << int(b) & width_mask(node.type)
+        if node.op is ops.SHIFT_RIGHT:
+            return int(a) >> int(b)
+    raise _unsupported_node(node, where)
+
+
+def _condition_bits(op, where: str) -> list:
+    from qiskit.circuit import ClassicalRegister, Clbit
+    from qiskit.circuit.classical import expr
+
+    if isinstance(op.condition, expr.Expr):
+        return _expression_bits(op.condition, where)
     target = op.condition[0] if isinstance(op.condition, tuple) else None
     if isinstance(target, Clbit):
         return [target]
@@ -313,9 +518,9 @@ def lower_circuit(qc, allow_parameters: bool = False, collapse: bool = False) ->
     branch wire (the estimator fixes them all to one sampled branch).
 
     Raises:
-        UnsupportedInstructionError: for loops, switch, conditions on classical
-            expressions, other non-unitary instructions and unbound parameters,
-            naming the instruction.
+        UnsupportedInstructionError: for loops, switch, a classical-expression node
+            outside :data:`SUPPORTED_EXPRESSIONS`, other non-unitary instructions and
+            unbound parameters, naming the instruction.
     """
     from qiskit import QuantumCircuit
 

@@ -67,7 +67,9 @@ class EstimatorOptions(PrimitiveOptions):
         profile: hardware profile the distributed plans are made for (default
             ``local-cpu``).
         method: ``auto`` (by predicted work), ``doubled`` (one doubled light-cone
-            network per term) or ``state`` (one light-cone state per circuit); see
+            network per term), ``state`` (one light-cone state per circuit) or
+            ``stabilizer`` (a Clifford circuit on stim's tableau, exact at any width;
+            ``auto`` takes it where predicted cheaper, nearly always); see
             :class:`qsimdist.engine.expectation.ExpectationEngine`.
         state_max_qubits: widest light-cone state the ``state`` method may open.
     """

@@ -49,8 +49,8 @@ def expect(
     backend: Backend = BackendOpt,
     method: str = typer.Option(
         "auto", "--method",
-        help="auto (the router's cheapest), statevector, state (one light-cone state) or "
-        "doubled (each term's doubled network)."),
+        help="auto (the router's cheapest), statevector, state (one light-cone state), "
+        "doubled (each term's doubled network) or stabilizer (Clifford circuits, stim)."),
     profile: Optional[str] = ProfileOpt,
     order: Order = OrderOpt,
     as_json: bool = JsonOpt,

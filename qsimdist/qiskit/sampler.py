@@ -46,8 +46,10 @@ class SamplerOptions(PrimitiveOptions):
         memory_limit: peak bytes per contraction (``"8GiB"``, int; ``None``: the
             machine's default; ``"none"``: unlimited).
         method: ``auto`` (by predicted cost), ``marginal``, ``doubled-marginal``,
-            ``chain`` or ``rejection`` (frugal rejection sampling, opt-in:
-            probabilities above ``12 / 2^n`` are truncated).
+            ``chain``, ``rejection`` (frugal rejection sampling, opt-in:
+            probabilities above ``12 / 2^n`` are truncated) or ``stabilizer``
+            (a Clifford circuit on stim's frame sampler; ``auto`` takes it for
+            Clifford circuits where predicted cheaper, nearly always).
         return_amplitudes: attach the amplitude of every distinct drawn
             bitstring (all qubits measured, no mid-circuit measurement) to each
             pub's metadata under ``"amplitudes"``.
