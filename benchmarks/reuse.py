@@ -53,7 +53,7 @@ def make(data: Path, tree: str | None, limit: int, nranks: int) -> dict:
 def local_main(args) -> dict:
     """The local executor: the plan with kept outputs against the same plan without."""
     import qsimdist
-    from qsimdist.planner.distribution.reuse import local_kept_bytes
+    from qsimdist.planner.reuse import local_kept_bytes
     from qsimdist.planner.plan import build_plan
 
     circuit = Path(args.data) / "circuits" / "circuit_n30_m14_s0_e0_pEFGH.qsim"
@@ -95,7 +95,7 @@ def _written(out: dict, path: str | None) -> dict:
 
 def main(argv: list[str] | None = None) -> dict | None:
 
-    from qsimdist.planner.distribution.reuse import step_counts
+    from qsimdist.planner.reuse import step_counts
 
     from . import positive_int
     from .mpi import broadcast_plans, timed_runs

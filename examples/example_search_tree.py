@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 import qsimdist
-from qsimdist.api import plan_network
+from qsimdist.api import simplified_network
 from qsimdist.hardware import load_profile
 from qsimdist.planner.distribution import scheduled_plan
 from qsimdist.planner.distribution.reuse import breakdown, order_loss
@@ -43,7 +43,7 @@ MEMORY = 512 * 1024  # bytes per device: one device slices more than four do
 
 
 def main(budget: float = 3.0) -> None:
-    net = plan_network(str(CIRCUIT), bitstrings=ZEROS, memory_limit="none")
+    net = simplified_network(str(CIRCUIT), bitstrings=ZEROS, memory_limit="none")
     prof = load_profile("local-cpu")
     many = Target.with_memory(prof, P, "complex64", MEMORY, reuse=True)
     one = Target.with_memory(prof, 1, "complex64", MEMORY, reuse=True)

@@ -18,9 +18,7 @@ import numpy as np
 from .config import check_dtype, check_gemm, check_order, format_bytes
 from .engine.amplitudes import (
     bitstring_list,
-    check_fits,  # noqa: F401  (public: the memory guard's check)
     check_output,
-    check_plan_fits,
     covering_pattern,
     distributed_amplitudes,
     load_circuit,
@@ -31,6 +29,8 @@ from .engine.amplitudes import (
 from .engine.batching import open_positions  # noqa: F401  (public: the batcher's grouping)
 from .engine.memory import (
     MemoryBudget,
+    check_fits,  # noqa: F401  (public: the memory guard's check)
+    check_plan_fits,
     machine_memory,  # noqa: F401  (public since 0.1)
 )
 from .engine.options import RunOptions
@@ -53,7 +53,7 @@ RouteChoice = Route
 
 __all__ = ["AmplitudeResult", "RouteChoice", "amplitude", "amplitudes", "check_fits",
            "check_plan_fits", "choose_route", "contract", "covering_pattern",
-           "distributed_amplitudes", "plan", "plan_network"]
+           "distributed_amplitudes", "plan", "simplified_network"]
 
 
 def choose_route(circuit, bitstrings: str | Sequence[str], *, order: str = "qiskit",
@@ -93,7 +93,8 @@ def plan(
         bitstrings: one bitstring (``*`` leaves a qubit open) or several, merged
             into one batched pattern with ``*`` where they differ. Default: all zeros.
         order: ``qiskit`` (rightmost character is qubit 0) or ``natural``.
-        memory_limit: peak bytes allowed (``"8GiB"``, ``2e9``); slicing is added to fit.
+        memory_limit: peak bytes allowed (``"8GiB"``, ``2e9``, or a resolved
+            :class:`~qsimdist.engine.MemoryBudget`); slicing is added to fit.
         dtype: ``complex64`` or ``complex128``.
         simplify_sequence: quimb simplification letters ("" to skip).
         max_time: path-search budget in seconds (see :class:`PathOptions`).
@@ -104,10 +105,11 @@ def plan(
             along the same path where its slicing does not fit ``memory_limit``.
     """
     dtype = check_dtype(dtype)
-    limit = MemoryBudget.resolve(memory_limit).limit
+    budget = MemoryBudget.resolve(memory_limit)  # once: the steps below share it
+    limit = budget.limit
     opts = path_options_from(path_options, max_time, max_repeats)
-    net = plan_network(circuit, bitstrings=bitstrings, order=order, memory_limit=memory_limit,
-                       dtype=dtype, simplify_sequence=simplify_sequence)
+    net = simplified_network(circuit, bitstrings=bitstrings, order=order, memory_limit=budget,
+                             dtype=dtype, simplify_sequence=simplify_sequence)
     if tree is None:
         return make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts,
                          progbar=progbar)
@@ -127,7 +129,7 @@ def plan(
     return p
 
 
-def plan_network(
+def simplified_network(
     circuit,
     *,
     bitstrings: str | Sequence[str] | None = None,
@@ -143,7 +145,8 @@ def plan_network(
     """
     dtype = check_dtype(dtype)
     check_order(order)
-    limit = MemoryBudget.resolve(memory_limit).limit
+    budget = MemoryBudget.resolve(memory_limit)
+    limit = budget.limit
     obj = load(circuit)
     if isinstance(obj, Network):
         if bitstrings is not None:
@@ -152,7 +155,7 @@ def plan_network(
     else:
         pattern = covering_pattern(bitstrings if bitstrings is not None else "0" * obj.n_qubits)
         parse_bitstring(pattern, obj.n_qubits, order)
-        check_output(pattern.count("*"), dtype, memory_limit, bounded_none=False)
+        check_output(pattern.count("*"), dtype, budget, bounded_none=False)
         net = amplitude_network(obj, pattern, order)
     if net.arrays is not None:
         net = simplify_within(net, simplify_sequence, limit, dtype)
@@ -178,6 +181,7 @@ def amplitudes(
     comm=None,
     method: str = "auto",
     gemm: str = "complex",
+    collectives: str = "auto",
 ) -> AmplitudeResult:
     """Amplitudes ``<b|U|0>`` for each bitstring; ``*`` characters expand to all values.
 
@@ -199,6 +203,10 @@ def amplitudes(
     ``MPI.COMM_WORLD``) with hardware ``profile`` (default ``"local-cpu"``),
     ``memory_limit`` being the limit *per rank*; the plan is broadcast and
     its distributed schedule run on every rank, which all return the result.
+    ``collectives`` (``"auto"``, ``"mpi"``, ``"nccl"``; the CLI's ``--comm``)
+    says how the ranks exchange arrays: NCCL between GPUs (``backend="cupy"``,
+    one GPU per rank; not yet run on a GPU) or MPI; ``stats["comm"]`` names
+    the choice (see :func:`qsimdist.executors.comm.choose_collectives`).
 
     ``method``: ``"auto"`` (default) takes the route :func:`choose_route`
     predicts cheaper: ``"statevector"`` (fused gates applied to the full
@@ -215,7 +223,8 @@ def amplitudes(
         raise InvalidInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
     check_order(order)
     run_options = RunOptions.resolve(dtype=dtype, memory_limit=memory_limit, backend=backend,
-                                     executor=executor, profile=profile, comm=comm, gemm=gemm)
+                                     executor=executor, profile=profile, comm=comm, gemm=gemm,
+                                     collectives=collectives)
     opts = path_options_from(path_options, max_time, max_repeats)
     return run_amplitudes(circuit, bitstrings, run_options, order=order,
                           simplify_sequence=simplify_sequence, opts=opts, progress=progress,
@@ -282,9 +291,10 @@ def contract(
         raise InvalidInputError(
             f"meta['{EXPONENT_KEY}'] is {shorten(exponent)}; it must be a finite number (log10)"
         )
-    p = plan(obj, memory_limit=memory_limit, dtype=dtype, simplify_sequence=simplify_sequence,
+    budget = MemoryBudget.resolve(memory_limit)  # once, for planning and the guard
+    p = plan(obj, memory_limit=budget, dtype=dtype, simplify_sequence=simplify_sequence,
              path_options=path_options)
-    check_plan_fits(p, memory_limit)
+    check_plan_fits(p, budget)
     if not exponent:
         return p.execute(backend=backend, gemm=gemm)
     mantissa, found = p.execute(backend=backend, gemm=gemm, strip_exponent=True)

@@ -98,37 +98,6 @@ def parse_memory(value: str | int | float | None) -> int | None:
     return int(nbytes)
 
 
-def default_memory_limit(meminfo: str = "/proc/meminfo") -> int | None:
-    """``$QSIMDIST_MEMORY_LIMIT``, else 80% of the memory *available* now.
-
-    Available memory is ``MemAvailable`` from ``meminfo`` (Linux), else the
-    free pages ``sysconf`` reports, else 80% of physical memory. Plans made
-    without an explicit limit stay within what this machine can give them
-    now, whatever other processes hold, instead of being killed by the
-    operating system.
-    """
-    import os
-
-    env = os.environ.get("QSIMDIST_MEMORY_LIMIT")
-    if env:
-        return None if env.lower() in ("none", "unlimited") else parse_memory(env)
-    try:
-        with open(meminfo, "rb") as fh:
-            for line in fh.read(1 << 16).decode("ascii", "replace").splitlines():
-                if line.startswith("MemAvailable:"):
-                    fields = line.split()
-                    scale = 1024 if len(fields) > 2 and fields[2].lower() == "kb" else 1
-                    return int(0.8 * int(fields[1]) * scale)
-    except (OSError, ValueError, IndexError):
-        pass
-    for pages in ("SC_AVPHYS_PAGES", "SC_PHYS_PAGES"):
-        try:
-            return int(0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf(pages))
-        except (ValueError, OSError, AttributeError):
-            continue
-    return None
-
-
 def format_bytes(n: float) -> str:
     """Human-readable binary size, e.g. ``1.50 GiB`` (scientific past the YiB range)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"):

@@ -22,6 +22,8 @@ import typer
 from .commands.common import (
     Backend,
     BackendOpt,
+    Comm,
+    CommOpt,
     GemmOpt,
     JsonOpt,
     MaxTimeOpt,
@@ -30,6 +32,7 @@ from .commands.common import (
     NetworkDtypeOpt,
     OutputOpt,
     ProfileOpt,
+    check_comm,
     check_profile,
 )
 from .config import format_bytes
@@ -105,6 +108,7 @@ def contract_command(
     profile: Optional[str] = ProfileOpt,
     backend: Backend = BackendOpt,
     gemm: str = GemmOpt,
+    collectives: Comm = CommOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Contract a cotengra-style JSON network and print the value (or the result's shape).
@@ -122,9 +126,10 @@ def contract_command(
     if output is not None:
         _check_npy_path(output)
     check_profile(profile)  # refused before any work, under mpiexec or not
+    check_comm(collectives, backend)
     opts = ContractOptions(dtype=dtype, memory_limit=memory_limit, max_time=max_time,
                            executor="mpi" if launched_under_mpi() else "local", profile=profile,
-                           backend=backend, gemm=gemm)
+                           backend=backend, gemm=gemm, collectives=collectives)
     net, random = load_arrays_network(network, arrays, random_arrays, opts.dtype)
     logger.info("contracting %s: %d tensor(s), %d output index(es), %s arrays on %s",
                 network, net.num_tensors, len(net.output),

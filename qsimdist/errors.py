@@ -78,12 +78,18 @@ class ExecutionError(QsimdistError, RuntimeError):
     """Executing a plan failed for a reason other than bad input."""
 
 
+class NcclUnavailableError(InvalidInputError):
+    """NCCL collectives were asked for (``--comm nccl``) where they cannot run: no GPU of
+    its own on some rank (or no CuPy), two ranks on one device, or no NCCL library."""
+
+
 __all__ = [
     "BitstringError",
     "CircuitParseError",
     "ExecutionError",
     "InvalidInputError",
     "MissingDependencyError",
+    "NcclUnavailableError",
     "PlanError",
     "PlanFormatError",
     "ProfileError",

@@ -52,10 +52,10 @@ import numpy as np
 from .engine.networks import (
     DTYPES,
     ContractOptions,
+    cached_plan,
     clear_plan_cache,
     finish,
     inside_qsimdist_now,
-    plan_network,
     run_network,
 )
 from .errors import InvalidInputError, MissingDependencyError, shorten
@@ -388,6 +388,7 @@ __all__ = [
     "ContractOptions",
     "HookStats",
     "PreparedNetwork",
+    "cached_plan",
     "clear_plan_cache",
     "contract",
     "contract_arrays",
@@ -396,7 +397,6 @@ __all__ = [
     "hook_active",
     "peps_local_expectation",
     "peps_norm",
-    "plan_network",
     "prepare",
     "run_network",
     "use",

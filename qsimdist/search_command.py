@@ -107,7 +107,7 @@ def search_command(
     'qsimdist plan CIRCUIT --tree TREE.json --profile NAME --devices P'.
     """
     from ._fileio import check_output_target
-    from .api import plan_network
+    from .api import simplified_network
     from .planner.search import MAX_NARROWER, START_FROM, Target, search
     from .planner.trees import load_tree
 
@@ -144,8 +144,8 @@ def search_command(
         per_device = MemoryBudget.resolve(memory_limit).limit
         if per_device is None:
             raise InvalidInputError("--memory-limit for a search needs a size, e.g. 16GiB")
-    net = plan_network(str(circuit), bitstrings=bitstring, order=order, memory_limit="none",
-                       dtype=dtype)
+    net = simplified_network(str(circuit), bitstrings=bitstring, order=order,
+                             memory_limit="none", dtype=dtype)
     start = load_tree(tree, net) if tree is not None else None
 
     def report(state) -> None:

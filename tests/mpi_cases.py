@@ -128,7 +128,7 @@ def make(case: str, nranks: int):
 
 
 def _runs(plan) -> list[int]:
-    from qsimdist.planner.distribution.reuse import step_counts
+    from qsimdist.planner.reuse import step_counts
 
     sched = plan.schedule
     return step_counts(plan, sched.sliced, sched.groups, frozenset(sched.kept))

@@ -111,7 +111,7 @@ def forcing_limit(name: str, bits: list[str], ranks: int) -> tuple[int | None, b
     import qsimdist
     from qsimdist.api import choose_route, covering_pattern
     from qsimdist.engine.amplitudes import load_circuit as _circuit
-    from qsimdist.engine.distributed import distribute, profile_for
+    from qsimdist.engine.coordination import distribute, profile_for
     from qsimdist.errors import QsimdistError
 
     order = "natural" if name == "n30" else "qiskit"

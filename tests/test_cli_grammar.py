@@ -1,7 +1,7 @@
 """One grammar for every ``qsimdist`` subcommand (issue 42).
 
 The shared options (--output, --json, --dtype, --order, --profile, --memory-limit,
---backend) have one spelling, type, default and help text wherever they appear: each
+--backend, --comm) have one spelling, type, default and help text wherever they appear: each
 is checked against its one definition in :mod:`qsimdist.commands.common`. ``-h`` is
 ``--help`` everywhere; under ``--json`` an error is one JSON object on stderr with exit
 code 2; an unknown hardware profile is refused by every command that takes one; ``-v``
@@ -32,6 +32,7 @@ CANONICAL = {
     "--profile": (common.ProfileOpt, None),
     "--memory-limit": (common.MemOpt, None),
     "--backend": (common.BackendOpt, common.Backend),
+    "--comm": (common.CommOpt, common.Comm),
 }
 #: the one deliberate variant: 'contract' reads arrays that may be real and, by default,
 #: keeps their own dtype (complex64 would round a complex128 network, and make a real
@@ -102,7 +103,7 @@ def test_shared_parameters_keep_their_names():
     """A parameter that holds a shared setting is spelled like the shared option."""
     names = {"output": "--output", "as_json": "--json", "json": "--json", "dtype": "--dtype",
              "order": "--order", "profile": "--profile", "memory_limit": "--memory-limit",
-             "backend": "--backend"}
+             "backend": "--backend", "collectives": "--comm"}
     for path, cmd in COMMANDS:
         for param in cmd.params:
             if param.name in names:
@@ -115,6 +116,12 @@ def test_the_options_that_were_missing_are_there():
     assert "--backend" in have["contract"]
     for name in ("plan", "calibrate", "contract", "search"):
         assert {"--output", "-o"} <= have[name], name
+
+
+def test_commands_that_run_the_mpi_executor_take_comm():
+    """--comm (auto|mpi|nccl) wherever a command runs plans under mpiexec, nowhere else."""
+    have = {p for p, c in COMMANDS if any("--comm" in prm.opts for prm in c.params)}
+    assert have == {("amplitude",), ("run",), ("contract",)}
 
 
 @pytest.mark.parametrize("path", [()] + [p for p, _ in COMMANDS],

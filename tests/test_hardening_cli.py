@@ -258,15 +258,15 @@ def test_contract_with_none_limit_refuses_64_eib(tmp_path):
 
 
 def test_default_memory_limit_follows_available_memory(tmp_path, monkeypatch):
-    from qsimdist.config import default_memory_limit
+    from qsimdist.memory_limit import default_memory_limit
 
     monkeypatch.delenv("QSIMDIST_MEMORY_LIMIT", raising=False)
     info = tmp_path / "meminfo"
     info.write_text("MemTotal:       100000000 kB\nMemFree:          500000 kB\n"
                     "MemAvailable:    1000000 kB\nSwapTotal:   0 kB\n")
-    assert default_memory_limit(str(info)) == int(0.8 * 1000000 * 1024)
+    assert default_memory_limit(meminfo=str(info)).limit == int(0.8 * 1000000 * 1024)
     # without /proc/meminfo the limit still comes from the machine, not from nowhere
-    fallback = default_memory_limit(str(tmp_path / "absent"))
+    fallback = default_memory_limit(meminfo=str(tmp_path / "absent")).limit
     assert fallback is None or fallback > 0
 
 

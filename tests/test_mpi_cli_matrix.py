@@ -65,7 +65,7 @@ SCALAR_SCRIPT = """
 import numpy as np
 from mpi4py import MPI
 import qsimdist
-from qsimdist.engine.distributed import distribute, plan_on_root, profile_for
+from qsimdist.engine.coordination import distribute, plan_on_root, profile_for
 from qsimdist.network import Network
 
 rng = np.random.default_rng(3)
@@ -106,12 +106,12 @@ def test_saved_schedule_checked_against_the_hosts_share():
     import subprocess
     from pathlib import Path
 
-    from qsimdist.config import default_memory_limit
+    from qsimdist.memory_limit import default_memory_limit
 
     plan = Path(mpi_matrix.ROOT) / "benchmarks" / "plans" / \
         "tfim_hex_8x8_t10_dgx-h100-8.json"
     need = 36 * 2**30
-    share = default_memory_limit()
+    share = default_memory_limit().limit
     if share is None or share // 8 >= need:
         pytest.skip(f"this host's share per rank ({share}) would hold the schedule")
     proc = subprocess.run(["mpiexec", "-n", "8", mpi_matrix.QSIMDIST, "run", str(plan)],

@@ -237,7 +237,7 @@ def test_fit_to_memory_fits_and_matches_the_old_loop(seed, dtype, share):
     old = old_fit_loop(net, found.ssa_path, limit, dtype)
     # the same slicing and layouts; a plan that keeps outputs across slices (reuse) orders
     # its sliced indices for that and holds the kept bytes beside them, within the limit
-    from qsimdist.planner.distribution.reuse import local_kept_bytes
+    from qsimdist.planner.reuse import local_kept_bytes
 
     kept = local_kept_bytes(plan, plan.kept)
     assert sorted(plan.sliced) == sorted(old.sliced)

@@ -19,7 +19,7 @@ import pytest
 
 import qsimdist
 from qsimdist.cli import main
-from qsimdist.engine.distributed import distribute
+from qsimdist.engine.coordination import distribute
 from qsimdist.errors import PlanFormatError
 from qsimdist.hardware import load_profile
 from qsimdist.hardware.profiles import save_profile

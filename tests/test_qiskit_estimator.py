@@ -1,4 +1,4 @@
-"""Tests of ``qsimdist.qiskit.EstimatorV2``, ``qsimdist.expectation`` and ``qsimdist expect``.
+"""Tests of ``qsimdist.qiskit.EstimatorV2``, ``qsimdist.expectation_values``, ``qsimdist expect``.
 
 References are independent of qsimdist: Qiskit's ``StatevectorEstimator``
 and ``Statevector`` (values, shapes, noise, error types), a few-line numpy
@@ -26,12 +26,12 @@ from qiskit.primitives import StatevectorEstimator
 from qiskit.quantum_info import Pauli, SparsePauliOp, Statevector, random_unitary
 
 from qsimdist.cli import main
-from qsimdist.errors import InvalidInputError, UnsupportedInstructionError
-from qsimdist.expectation import (
+from qsimdist.engine.expectation import (
     ExpectationEngine,
     expectation_values,
     parse_term,
 )
+from qsimdist.errors import InvalidInputError, UnsupportedInstructionError
 from qsimdist.frontends import GateCircuit, load
 from qsimdist.frontends.fusion import fuse_into_neighbours
 from qsimdist.qiskit import EstimatorV2
@@ -370,7 +370,7 @@ def test_expectation_module_does_not_import_qiskit():
     code = (
         "import sys, numpy as np\n"
         "from qsimdist.frontends import GateCircuit\n"
-        "from qsimdist.expectation import expectation_values\n"
+        "from qsimdist import expectation_values\n"
         "gc = GateCircuit(2); gc.append(np.array([[1, 1], [1, -1]]) / 2 ** 0.5, [0])\n"
         "print(expectation_values(gc, ['IX', 'IZ']).round(12).tolist())\n"
         "print(sorted(m for m in ('qiskit', 'quimb', 'typer') if m in sys.modules))\n"

@@ -288,7 +288,7 @@ from mpi4py import MPI
 
 import qsimdist
 import qsimdist.quimb as qq
-from qsimdist.engine.distributed import distribute, profile_for
+from qsimdist.engine.coordination import distribute, profile_for
 
 comm = MPI.COMM_WORLD
 # the reproducers through the hook, distributed

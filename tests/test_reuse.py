@@ -18,15 +18,9 @@ import pytest
 
 from qsimdist.errors import PlanFormatError
 from qsimdist.planner.distribution import replay, schedule, scheduled_plan
-from qsimdist.planner.distribution.reuse import (
-    check_kept,
-    kept_bytes,
-    predicted_totals,
-    slice_order,
-    step_counts,
-    with_reuse,
-)
+from qsimdist.planner.distribution.reuse import kept_bytes, predicted_totals, with_reuse
 from qsimdist.planner.plan import Plan
+from qsimdist.planner.reuse import check_kept, slice_order, step_counts
 from tests.test_distribute import _circuit_plan, simulate, toy_profile
 
 
@@ -209,8 +203,8 @@ def local_plan():
 
 
 def test_local_plan_keeps_outputs_within_its_limit(local_plan):
-    from qsimdist.planner.distribution.reuse import local_kept_bytes
     from qsimdist.planner.plan import build_plan
+    from qsimdist.planner.reuse import local_kept_bytes
 
     plan, limit = local_plan
     assert plan.stats.n_slices >= 2 and plan.kept
@@ -365,7 +359,7 @@ def test_groups_run_contiguous_blocks_and_the_model_counts_them(base_plan, group
 
 @pytest.mark.parametrize("n,groups", [(12, 8), (10, 4), (16, 4), (7, 7), (9, 2)])
 def test_prefix_counts_match_the_blocks(n, groups):
-    from qsimdist.planner.distribution.reuse import prefix_counts
+    from qsimdist.planner.reuse import prefix_counts
 
     strides = [st for st in range(1, n + 1)]
     want = [max(len({s // st for s in range(g * n // groups, (g + 1) * n // groups)})
@@ -399,7 +393,7 @@ def test_order_loss_names_the_steps_run_again_and_the_copies_that_would_spare_th
             s, out[ix] = divmod(s, n)
         return out
 
-    from qsimdist.planner.distribution.reuse import sliced_sets
+    from qsimdist.planner.reuse import sliced_sets
 
     sets = sliced_sets(sp, order)
     for r in o["steps"]:

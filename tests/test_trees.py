@@ -18,7 +18,7 @@ import pytest
 from qiskit import qasm2
 from qiskit.quantum_info import Statevector
 
-from qsimdist.api import plan_network
+from qsimdist.api import simplified_network
 from qsimdist.cli import main
 from qsimdist.errors import InvalidInputError, PlanFormatError
 from qsimdist.planner.plan import Plan
@@ -66,7 +66,7 @@ def reference(bits: str) -> complex:
 
 @pytest.fixture(scope="module")
 def net():
-    return plan_network(str(CIRCUIT), bitstrings=BITS, memory_limit="none")
+    return simplified_network(str(CIRCUIT), bitstrings=BITS, memory_limit="none")
 
 
 def sliced_cotengra_tree(net, seed=3):
@@ -137,7 +137,7 @@ def test_paths_as_json_lists(tmp_path, net):
 
 
 def test_bad_trees_are_one_line(tmp_path, capsys, net):
-    other = plan_network(str(ROOT / "circuits" / "ghz_n12.qasm"), memory_limit="none")
+    other = simplified_network(str(ROOT / "circuits" / "ghz_n12.qasm"), memory_limit="none")
     wrong = save_tree(tmp_path / "wrong.json", other,
                       from_cotengra(other, sliced_cotengra_tree(other)))
     rc, _, err = cli(capsys, "plan", CIRCUIT, "-b", BITS, "--tree", wrong)

@@ -5,10 +5,13 @@
 Reads every module under ``REPO_ROOT/qsimdist`` (default: this script's
 repository) with :mod:`ast`, without importing anything, and prints
 
-* ``cycles:`` the strongly connected components of the import graph, counting
-  imports at any level (inside functions too). Edges from a package to its own
-  submodules (re-exports) and from a submodule to a parent package are left
-  out;
+* ``cycles:`` the strongly connected components of the import graph as Python
+  runs it (:func:`runtime_graph`), counting imports at any level (inside
+  functions too). Every edge counts: a package's face (``pkg/__init__.py``)
+  importing its own submodules, and a submodule importing its parent's face.
+  Importing ``a.b.c`` also runs the faces ``a.b`` and ``a`` first, so a module
+  depends on every package above what it imports that is not already above
+  itself: ``pkg.x`` importing ``pkg.sub.y`` depends on ``pkg.sub``'s face;
 * ``planner->executors:`` imports from ``qsimdist.planner`` into
   ``qsimdist.executors`` (the planner must not depend on the executors);
 * ``private cross-module imports:`` every ``from M import _name`` of a name
@@ -88,6 +91,30 @@ def graph(mods):
     return edges, private
 
 
+def _packages_above(module: str) -> list[str]:
+    """``a.b.c`` -> ``["a", "a.b"]``: the packages whose faces run before ``module``."""
+    parts = module.split(".")
+    return [".".join(parts[:k]) for k in range(1, len(parts))]
+
+
+def runtime_graph(edges: dict[str, set[str]], mods) -> dict[str, set[str]]:
+    """``edges`` with what importing implies: ``m`` importing ``t`` also runs the faces of
+    the packages above ``t`` that are not above ``m`` (those already ran before ``m``).
+
+    Nothing is left out: a package's face importing its submodules, and a submodule
+    importing its parent's face, are edges like any other.
+    """
+    out: dict[str, set[str]] = {}
+    for m, ts in edges.items():
+        above_m = set(_packages_above(m))
+        deps = set(ts)
+        for t in ts:
+            deps.update(p for p in _packages_above(t) if p in mods and p not in above_m)
+        deps.discard(m)
+        out[m] = deps
+    return out
+
+
 def sccs(g):
     """Strongly connected components of more than one module (Tarjan)."""
     index, low, st, on, out, c = {}, {}, [], set(), [], [0]
@@ -125,9 +152,7 @@ def main(argv: list[str]) -> int:
     repo = pathlib.Path(argv[1]) if len(argv) > 1 else pathlib.Path(__file__).resolve().parents[1]
     mods = _modules(repo / "qsimdist")
     edges, private = graph(mods)
-    g = {m: {t for t in ts if not t.startswith(m + ".") and not m.startswith(t + ".")}
-         for m, ts in edges.items()}
-    cyc = sccs(g)
+    cyc = sccs(runtime_graph(edges, mods))
     print("cycles:", len(cyc))
     for comp in cyc:
         print("  ", sorted(comp))

@@ -14,6 +14,8 @@ from .common import (
     Backend,
     BackendOpt,
     CircuitArg,
+    Comm,
+    CommOpt,
     Dtype,
     DtypeOpt,
     GemmOpt,
@@ -24,6 +26,7 @@ from .common import (
     OrderOpt,
     ProfileOpt,
     RepeatsOpt,
+    check_comm,
     check_profile,
     output_fault,
     progress_bar,
@@ -52,6 +55,7 @@ def amplitude(
     max_repeats: Optional[int] = RepeatsOpt,
     profile: Optional[str] = ProfileOpt,
     gemm: str = GemmOpt,
+    collectives: Comm = CommOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Amplitudes <b|U|0> of CIRCUIT for each bitstring (rightmost character = qubit 0).
@@ -63,6 +67,7 @@ def amplitude(
     from ..engine.amplitudes import load_circuit, path_options_from
 
     check_profile(profile)  # refused before any work, under mpiexec or not
+    check_comm(collectives, backend)
     options = dict(order=order, dtype=dtype, memory_limit=memory_limit, backend=backend,
                    gemm=gemm)
     with progress_bar("contracting") as progress:
@@ -71,7 +76,8 @@ def amplitude(
             opts = path_options_from(None, max_time, max_repeats)
             res = distributed_amplitudes(
                 circuit, lambda n: read_bitstrings(bitstrings or [], bitstrings_file)
-                or ["0" * n], profile=profile, opts=opts, progress=progress, **options)
+                or ["0" * n], profile=profile, opts=opts, progress=progress,
+                collectives=collectives, **options)
         else:
             gc = load_circuit(circuit)
             bits = read_bitstrings(bitstrings or [], bitstrings_file) or ["0" * gc.n_qubits]

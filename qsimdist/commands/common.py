@@ -23,6 +23,9 @@ CircuitArg = typer.Argument(
 
 #: array libraries the executors run on
 BACKENDS = ("numpy", "cupy")
+#: how ranks exchange arrays under mpiexec (``--comm``; the Python keyword is ``collectives=``,
+#: ``comm=`` being the MPI communicator there)
+COMMS = ("auto", "mpi", "nccl")
 #: real dtypes ``contract`` also takes (they compute in the complex dtype of their precision)
 REAL_DTYPES = ("float32", "float64")
 
@@ -46,6 +49,7 @@ Dtype = _choice(DTYPES)
 NetworkDtype = _choice(DTYPES + REAL_DTYPES)
 Order = _choice(ORDERS)
 Backend = _choice(BACKENDS)
+Comm = _choice(COMMS)
 
 OutputOpt = typer.Option(
     None, "--output", "-o",
@@ -90,6 +94,13 @@ NetworkDtypeOpt = typer.Option(
     "of the same precision and need real arrays). Default: the arrays' own dtype (random "
     "arrays: complex128).",
 )
+CommOpt = typer.Option(
+    "auto", "--comm",
+    help="Under mpiexec: how ranks exchange arrays. auto: NCCL where --backend cupy, every "
+    "rank has a GPU of its own and NCCL loads, else MPI; mpi: MPI collectives (staged through "
+    "host memory for cupy); nccl: NCCL between the GPUs, refused in one line where it cannot "
+    "run. The stats name the choice ('comm'). The NCCL path has not yet run on a GPU.",
+)
 MaxTimeOpt = typer.Option(None, "--max-time", help="Path search budget in seconds.")
 RepeatsOpt = typer.Option(None, "--max-repeats", help="Path search trials.")
 GemmOpt = typer.Option(
@@ -121,6 +132,29 @@ def check_profile(profile: Optional[str]):
 
             raise mark_collective(exc) from None
         raise
+
+
+def check_comm(collectives: str, backend: str) -> str:
+    """``--comm`` checked before any work: a value outside auto/mpi/nccl (older typers take
+    any string), or ``nccl`` without mpiexec or without ``--backend cupy``, is refused in
+    one line (under mpiexec on every rank alike). Whether each rank has a GPU of its own
+    and NCCL loads is checked when the plan runs."""
+    from ..errors import NcclUnavailableError
+    from ..executors.comm import check_comm_choice, check_nccl_backend
+
+    try:
+        check_comm_choice(collectives)
+        if collectives == "nccl" and not under_mpi():
+            raise NcclUnavailableError("--comm nccl exchanges arrays between MPI ranks; launch "
+                                       "under mpiexec with several ranks (one GPU each)")
+        check_nccl_backend(collectives, backend)
+    except InvalidInputError as exc:
+        if under_mpi():  # the same arguments on every rank: every rank refuses alike
+            from ..executors.liveness import mark_collective
+
+            raise mark_collective(exc) from None
+        raise
+    return collectives
 
 
 def fail(msg: str) -> None:

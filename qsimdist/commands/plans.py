@@ -16,6 +16,8 @@ from .common import (
     BLOCK,
     Backend,
     BackendOpt,
+    Comm,
+    CommOpt,
     Dtype,
     DtypeOpt,
     GemmOpt,
@@ -27,6 +29,7 @@ from .common import (
     OutputOpt,
     ProfileOpt,
     RepeatsOpt,
+    check_comm,
     check_output_path,
     check_profile,
     progress_bar,
@@ -172,6 +175,7 @@ def run(
         "prediction (input for 'qsimdist calibrate --from-trace').",
     ),
     gemm: str = GemmOpt,
+    collectives: Comm = CommOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Execute a saved plan and print its result (amplitudes for circuit plans).
@@ -189,18 +193,20 @@ def run(
     from ..frontends import bitstring_chunks
     from ..planner.plan import Plan
 
+    check_comm(collectives, backend)
     options: dict = {}
     if under_mpi():
-        from ..engine.distributed import plan_on_root, world
+        from ..engine.coordination import plan_on_root, world
 
         comm = world()
         p = plan_on_root(lambda: Plan.load(plan_file), comm)
-        from ..engine.distributed import rank_memory_limit
+        from ..engine.coordination import rank_memory_limit
         from ..executors.mpi import RunStats
 
         # per rank: explicit as given, else the host's share ('none': of its physical memory)
         options = {"executor": "mpi", "comm": comm,
-                   "memory_limit": rank_memory_limit(memory_limit, comm), "stats": RunStats()}
+                   "memory_limit": rank_memory_limit(memory_limit, comm), "stats": RunStats(),
+                   "collectives": collectives}
     else:
         if trace is not None:
             raise InvalidInputError("--trace records distributed runs: launch under mpiexec")
@@ -249,4 +255,5 @@ def run(
         per_rank: dict = {}
         merge_rank_stats(per_rank, gathered, p)
         stats["ranks"] = [per_rank[r] for r in sorted(per_rank)]
+        stats["comm"] = gathered[0]["comm"]  # the collectives the run chose
     write_amplitudes(chunks(), header, stats, as_json, with_p=False)

@@ -10,8 +10,8 @@ their options and call in here:
   bitstrings, plans shared through :data:`qsimdist.engine.cache.PLANS`;
 * :func:`distributed_amplitudes` — the same under ``mpiexec``: rank 0 routes
   and plans, every rank runs;
-* the checks every door shares: :func:`check_fits`, :func:`check_plan_fits`,
-  :func:`check_output`.
+* :func:`check_output`: a pattern whose output alone cannot fit is refused
+  (through the memory guard every door shares, :mod:`qsimdist.engine.memory`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..config import format_bytes
 from ..errors import BitstringError, InvalidInputError, PlanError, shorten
 from ..frontends import GateCircuit, amplitude_network, load, parse_bitstring
 from ..network import Network
@@ -32,7 +31,7 @@ from ..planner.plan import Plan, make_plan
 from ..planner.simplify import DEFAULT_SEQUENCE, simplify
 from .batching import BATCH_PLAN_SHARE, MAX_STARS, batches
 from .cache import PLANS
-from .memory import MemoryBudget
+from .memory import MemoryBudget, check_fits, check_plan_fits
 from .options import RunOptions
 from .results import AmplitudeResult
 from .router import (CircuitCache, Route, circuit_cache, contraction_price, fuse_for_network,
@@ -91,21 +90,6 @@ def covering_pattern(bitstrings: str | Sequence[str]) -> str:
         "*" if any(b[k] != first[k] for b in bitstrings) else first[k] for k in range(len(first))
     ]
     return "".join(chars)
-
-
-def check_fits(need: int, memory_limit, what: str) -> None:
-    """Refuse (PlanError) when ``need`` bytes exceed the budget (``none``: the machine's memory)."""
-    MemoryBudget.resolve(memory_limit).check(need, what)
-
-
-def check_plan_fits(plan: Plan, memory_limit=None) -> None:
-    """Refuse to execute ``plan`` when its peak exceeds what this machine may give it.
-
-    ``memory_limit``: an explicit size, ``None`` for the default (a share of
-    the memory available now), or ``"none"`` (physical memory + swap).
-    """
-    check_fits(plan.stats.peak_bytes, memory_limit,
-               f"executing this plan (peak memory {format_bytes(plan.stats.peak_bytes)})")
 
 
 def check_output(n_open: int, dtype: str, memory_limit, bounded_none: bool = True) -> None:
@@ -298,7 +282,7 @@ def distributed_amplitudes(circuit, bitstrings, *, memory_limit=None, backend: s
                            comm=None, profile=None, gemm: str = "complex", order: str = "qiskit",
                            dtype: str = "complex64", simplify_sequence: str = DEFAULT_SEQUENCE,
                            opts: PathOptions | None = None, progress=None, batch: bool = True,
-                           method: str = "auto") -> AmplitudeResult:
+                           method: str = "auto", collectives: str = "auto") -> AmplitudeResult:
     """:func:`amplitudes` on every rank of ``comm``; rank 0 leads, the others follow.
 
     Only rank 0 reads ``circuit`` and ``bitstrings`` (the other ranks may pass
@@ -311,10 +295,16 @@ def distributed_amplitudes(circuit, bitstrings, *, memory_limit=None, backend: s
     host's available memory shared by its ranks, see
     :class:`qsimdist.engine.MemoryBudget`). Every rank returns the
     result; ``stats["ranks"]`` holds each rank's measured bytes and memory.
+    ``collectives``: how the ranks exchange arrays (``"auto"``, ``"mpi"``,
+    ``"nccl"``; see :func:`qsimdist.executors.comm.choose_collectives`); the
+    choice made is ``stats["comm"]`` (and each rank's ``"comm"``).
     """
-    from .distributed import Coordinator, distribute, profile_for, world
+    from ..executors.comm import check_comm_choice, check_nccl_backend
     from ..executors.mpi import RunStats, agreed_fault, fault_point
+    from .coordination import Coordinator, distribute, profile_for, world
 
+    check_comm_choice(collectives)  # alike on every rank, before any collective
+    check_nccl_backend(collectives, backend)
     comm = comm if comm is not None else world()
     opts = opts if opts is not None else PathOptions()
     agreed_fault(comm)
@@ -330,7 +320,7 @@ def distributed_amplitudes(circuit, bitstrings, *, memory_limit=None, backend: s
     def run(p: Plan):
         stats = RunStats()
         value = p.execute(backend=backend, executor="mpi", comm=comm, memory_limit=mine,
-                          stats=stats, gemm=gemm)
+                          stats=stats, gemm=gemm, collectives=collectives)
         merge_rank_stats(per_rank, comm.allgather(stats.to_dict()), p)
         return value
 
@@ -361,6 +351,8 @@ def distributed_amplitudes(circuit, bitstrings, *, memory_limit=None, backend: s
                                   variant=("mpi", prof.name, prof.memory_bytes,
                                            comm.Get_size()), cache=cache)
         res.stats["ranks"] = [per_rank[r] for r in sorted(per_rank)]
+        if per_rank:  # the collectives the contractions ran with (one choice per run)
+            res.stats["comm"] = per_rank[min(per_rank)]["comm"]
         return res
 
     return coordinator.lead(body)
@@ -376,7 +368,7 @@ def merge_rank_stats(per_rank: dict, gathered: list[dict], plan: Plan) -> None:
             "traced_peak_bytes": -1, "traced_array_bytes": -1, "rss_before_bytes": 0,
             "sent_bytes": 0, "recv_bytes": 0, "redistributions": 0, "seconds": 0.0,
             "slices": 0, "step_runs": 0, "step_runs_without_reuse": 0, "kept_outputs": 0,
-            "blas_threads": 0})
+            "blas_threads": 0, "comm": st.get("comm", "mpi")})
         row["measured_peak_bytes"] = max(row["measured_peak_bytes"], st["peak_bytes"])
         row["predicted_peak_bytes"] = max(row["predicted_peak_bytes"],
                                           sched.predicted.peak_bytes_per_device if sched else 0)
@@ -408,7 +400,7 @@ def run_amplitudes(circuit, bitstrings, run: RunOptions, *, order: str = "qiskit
     if run.executor == "mpi":
         return distributed_amplitudes(circuit, bitstrings, memory_limit=run.memory,
                                       backend=run.backend, comm=run.comm, profile=run.profile,
-                                      gemm=run.gemm, **common)
+                                      gemm=run.gemm, collectives=run.collectives, **common)
     budget = run.memory
     gc, bitstrings = amplitude_inputs(circuit, bitstrings, dtype, order, budget)
     cache = CircuitCache(gc)  # routing's work (fusion structures, prices) kept for the run

@@ -15,7 +15,7 @@ a plan from its cached path without searching again.
 Under MPI (``executor="mpi"``) every rank calls :meth:`PlanCache.get` with the
 same networks in the same order; rank 0 alone looks the plan up (or makes it)
 and sends it, arrays included, to every rank, which validates it
-(:func:`qsimdist.engine.distributed.plan_on_root`): the ranks run rank 0's plan
+(:func:`qsimdist.engine.coordination.plan_on_root`): the ranks run rank 0's plan
 even where they named one network's indices differently.
 """
 
@@ -75,7 +75,7 @@ class PlanCache:
         if executor == "mpi":
             # rank 0 alone looks up, plans and keeps; every rank receives rank 0's plan (with
             # its arrays: ranks may name the indices of one network differently) as data
-            from .distributed import plan_on_root
+            from .coordination import plan_on_root
 
             where = (executor, getattr(profile, "name", profile),
                      getattr(profile, "memory_bytes", None), comm.Get_size())
@@ -119,7 +119,7 @@ def _default_build(net: Network, dtype: str, limit: int | None, opts: PathOption
     from ..planner.plan import make_plan
 
     if executor == "mpi":
-        from .distributed import distribute
+        from .coordination import distribute
 
         def build() -> Plan:
             one = make_plan(net, dtype=dtype, memory_limit=None, path_options=opts)

@@ -749,7 +749,7 @@ class ExpectationEngine:
         self.comm = self._options.comm
         self.route: dict | None = None
         if self.executor == "mpi":
-            from .distributed import profile_for
+            from .coordination import profile_for
 
             self._profile = profile_for(self.profile or "local-cpu", self._limit)
 
@@ -965,8 +965,6 @@ class ExpectationEngine:
             clifford = self._clifford(circuit, terms)
             if clifford is not None and clifford.route is not None:
                 return self._stabilizer_values(clifford, terms, clifford.route)
-        if self.fuse:
-            circuit = fuse_into_neighbours(circuit)
         values = np.ones(len(terms), dtype=np.float64)
         live = [i for i, t in enumerate(terms) if t.qubits]
         st = self.stats
@@ -974,34 +972,48 @@ class ExpectationEngine:
         st.trivial_terms += len(terms) - len(live)
         if not live:
             return values
-        cones = []
-        for i in live:
-            kept = circuit.light_cone(terms[i].qubits).gates
-            qubits = set(terms[i].qubits)
-            for k in kept:
-                qubits.update(circuit.gates[k].qubits)
-            cones.append((kept, qubits))
-            st.max_light_cone_qubits = max(st.max_light_cone_qubits, len(qubits))
         live_terms = [terms[i] for i in live]
-        method, kept, qubits, tn_s = self._choose(circuit, live_terms, cones, self.method)
+        side: dict = {}
+
+        def prepared() -> dict:
+            """The tensor-network side, made where it is named, priced or run: the circuit
+            fused, each live term's light cone, the cheapest method."""
+            if not side:
+                fused = fuse_into_neighbours(original) if self.fuse else original
+                cones = []
+                for i in live:
+                    kept = fused.light_cone(terms[i].qubits).gates
+                    qubits = set(terms[i].qubits)
+                    for k in kept:
+                        qubits.update(fused.gates[k].qubits)
+                    cones.append((kept, qubits))
+                    st.max_light_cone_qubits = max(st.max_light_cone_qubits, len(qubits))
+                side["circuit"] = fused
+                side["choice"] = self._choose(fused, live_terms, cones, self.method)
+            return side
+
         if self.method in ("auto", "statevector"):
-            from .router import route_state_reading
+            from .router import route_state_reading, tn_floor
 
             read = _reading_seconds(original.n_qubits, live_terms)
 
-            def tn_seconds(method=method, kept=kept, qubits=qubits, tn_s=tn_s) -> float:
+            def tn_seconds() -> float:
+                method, kept, qubits, tn_s = prepared()["choice"]
                 if method != "state":
                     return tn_s
                 # one all-open light-cone network: priced as amplitudes are (greedy path)
-                from .router import TN_RATE, greedy_cost, tn_floor
+                from .router import TN_RATE, greedy_cost
 
-                net = state_network(circuit, qubits, kept)
-                return greedy_cost(net) / TN_RATE + tn_floor(len(circuit.gates), 1)
+                fused = prepared()["circuit"]
+                net = state_network(fused, qubits, kept)
+                return greedy_cost(net) / TN_RATE + tn_floor(len(fused.gates), 1)
 
             route = route_state_reading(
                 original, what="expectation values", dtype=self.dtype, budget=self._budget,
                 method=self.method, executor=self.executor, backend=self.backend,
-                tn_method=method, tn_seconds_predicted=tn_seconds, read_seconds=read)
+                tn_method=lambda: prepared()["choice"][0], tn_seconds_predicted=tn_seconds,
+                read_seconds=read,
+                tn_floor_seconds=tn_floor(cone_gates_at_least(original, live_terms), 1))
             if clifford is not None:
                 from .router import prefer_stabilizer
 
@@ -1012,8 +1024,11 @@ class ExpectationEngine:
             if route.method == "statevector":
                 self._statevector_values(original, terms, live, values, route)
                 return values
+            method, kept, qubits, tn_s = prepared()["choice"]
         else:
+            method, kept, qubits, tn_s = prepared()["choice"]
             self.route = {"method": method, "reason": "requested", "executor": self.executor}
+        circuit = prepared()["circuit"]
         if method == "state" and len(qubits) > self.state_max_qubits:
             raise InvalidInputError(
                 f"the terms' light cones span {len(qubits)} qubits, over state_max_qubits="
@@ -1062,6 +1077,18 @@ class ExpectationEngine:
             key = ("doubled", structure_key(net))
             values[i] = complex(self._contract(key, net, t0, share=True).reshape(-1)[0]).real
         st.doubled_terms += len(live)
+
+
+def cone_gates_at_least(circuit: GateCircuit, terms: Sequence[PauliTerm]) -> int:
+    """The router's floor for the tensor-network methods of ``terms``: the multi-qubit
+    gates in the plain light cone of the term on the most qubits (every method contracts
+    at least one term's cone, and fusing one-qubit gates into neighbours keeps every
+    multi-qubit gate; the doubled method's diagonal-aware cone can be smaller, but where
+    the statevector costs less than this floor it is cheap either way)."""
+    widest = max(terms, key=lambda t: len(t.qubits))
+    circuit = circuit.statevector_form()  # fewer gates, each on the qubits of its expansion
+    kept = circuit.light_cone(widest.qubits).gates
+    return max(sum(1 for k in kept if len(circuit.gates[k].qubits) > 1), 1)
 
 
 def _circuit(source) -> GateCircuit:

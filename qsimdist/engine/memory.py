@@ -5,46 +5,28 @@ the same everywhere:
 
 * an explicit size (``"8GiB"``, ``500e6``, an int): the limit, per rank under MPI;
 * ``None`` (the default): ``$QSIMDIST_MEMORY_LIMIT`` when set (per rank as it
-  stands), else 80% of the memory available now, shared by the ranks on this host;
+  stands), else 80% of the memory available now, shared by the ranks on this host
+  (:func:`qsimdist.memory_limit.default_memory_limit`, the one function that
+  computes the default);
 * ``"none"`` / ``"unlimited"``: no planning limit; what a run may allocate is
   still bounded by this host's physical memory plus swap, shared by its ranks.
+
+The guard every door shares is here too: :meth:`MemoryBudget.check`,
+:func:`check_fits` and :func:`check_plan_fits` refuse, before anything is
+allocated, what the budget or the host cannot hold.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-from ..config import default_memory_limit, format_bytes, parse_memory
+from ..config import format_bytes, parse_memory
 from ..errors import PlanError
+from ..memory_limit import NONE_WORDS, default_memory_limit, is_none_word, machine_memory
 
-#: the words that ask for no planning limit
-NONE_WORDS = ("none", "unlimited")
-
-
-def is_none_word(value) -> bool:
-    """Whether ``value`` is ``"none"`` / ``"unlimited"`` (any case, any padding)."""
-    return isinstance(value, str) and value.strip().lower() in NONE_WORDS
-
-
-def machine_memory(meminfo: str = "/proc/meminfo") -> int | None:
-    """This host's physical memory plus swap (the bound even ``--memory-limit none`` keeps)."""
-    total = {}
-    try:
-        with open(meminfo, "rb") as fh:
-            for line in fh.read(1 << 16).decode("ascii", "replace").splitlines():
-                fields = line.split()
-                if len(fields) >= 2 and fields[0] in ("MemTotal:", "SwapTotal:"):
-                    scale = 1024 if len(fields) > 2 and fields[2].lower() == "kb" else 1
-                    total[fields[0]] = int(fields[1]) * scale
-    except (OSError, ValueError):
-        total = {}
-    if "MemTotal:" in total:
-        return total["MemTotal:"] + total.get("SwapTotal:", 0)
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return None
+if TYPE_CHECKING:
+    from ..planner.plan import Plan
 
 
 def _ranks_on_host(comm) -> int:
@@ -85,20 +67,25 @@ class MemoryBudget:
         """
         if isinstance(value, MemoryBudget):
             return value
-        source = "explicit"
-        if value is None and os.environ.get("QSIMDIST_MEMORY_LIMIT"):
-            value, source = os.environ["QSIMDIST_MEMORY_LIMIT"], "environment"
+        if value is None:
+            # one read of the environment and, for the default, of the memory available now
+            default = default_memory_limit(lambda: _ranks_on_host(comm))
+            if default.source == "default":
+                share = default.ranks_on_host
+                host = _share(machine_memory(), share)
+                limit = default.limit
+                return cls(limit, limit if limit is not None else host, "default", share, host)
+            if default.source == "environment":
+                # no collective here: a limit given per rank may be resolved on one rank alone
+                return cls(default.limit, default.limit, "environment", 1, machine_memory())
+            value = "none"
         if is_none_word(value):
             share = _ranks_on_host(comm)
             host = _share(machine_memory(), share)
             return cls(None, host, "none", share, host)
-        if value is None:
-            share = _ranks_on_host(comm)
-            host = _share(machine_memory(), share)
-            limit = _share(default_memory_limit(), share)
-            return cls(limit, limit if limit is not None else host, "default", share, host)
         # no collective here: an explicit limit may be resolved on one rank alone
-        return cls(parse_memory(value), parse_memory(value), source, 1, machine_memory())
+        limit = parse_memory(value)
+        return cls(limit, limit, "explicit", 1, machine_memory())
 
     @property
     def unbounded(self) -> bool:
@@ -141,4 +128,21 @@ def _share(nbytes: int | None, ranks: int) -> int | None:
     return None if nbytes is None else nbytes // max(1, ranks)
 
 
-__all__ = ["NONE_WORDS", "MemoryBudget", "is_none_word", "machine_memory"]
+def check_fits(need: int, memory_limit, what: str) -> None:
+    """Refuse (PlanError) when ``need`` bytes exceed the budget (``none``: the machine's memory)."""
+    MemoryBudget.resolve(memory_limit).check(need, what)
+
+
+def check_plan_fits(plan: Plan, memory_limit=None) -> None:
+    """Refuse to execute ``plan`` when its peak exceeds what this machine may give it.
+
+    ``memory_limit``: a :class:`MemoryBudget` already resolved, an explicit size,
+    ``None`` for the default (a share of the memory available now), or ``"none"``
+    (physical memory + swap).
+    """
+    check_fits(plan.stats.peak_bytes, memory_limit,
+               f"executing this plan (peak memory {format_bytes(plan.stats.peak_bytes)})")
+
+
+__all__ = ["NONE_WORDS", "MemoryBudget", "check_fits", "check_plan_fits", "is_none_word",
+           "machine_memory"]

@@ -2,7 +2,7 @@
 
 The work behind :func:`qsimdist.quimb.contract`, the :func:`qsimdist.quimb.use`
 hook and ``qsimdist contract``: :class:`ContractOptions` (validated once),
-:func:`plan_network` (the process's plan cache, :data:`qsimdist.engine.cache.PLANS`)
+:func:`cached_plan` (the process's plan cache, :data:`qsimdist.engine.cache.PLANS`)
 and :func:`run_network` (local, or planned on rank 0 and run distributed under
 ``mpiexec``).
 """
@@ -59,6 +59,9 @@ class ContractOptions:
         backend: array library, ``"numpy"`` or ``"cupy"``.
         gemm: how BLAS steps multiply (``"complex"``, ``"3m"``; ``"tf32"``,
             ``"3m-tf32"`` on CuPy): see :func:`qsimdist.executors.local.execute`.
+        collectives: how the ranks exchange arrays under ``executor="mpi"``:
+            ``"auto"``, ``"mpi"`` or ``"nccl"`` (the CLI's ``--comm``; see
+            :func:`qsimdist.executors.comm.choose_collectives`).
     """
 
     dtype: str | None = None
@@ -72,6 +75,7 @@ class ContractOptions:
     comm: Any = None
     backend: str = "numpy"
     gemm: str = "complex"
+    collectives: str = "auto"
 
     def __post_init__(self) -> None:
         if self.dtype is not None:
@@ -88,6 +92,10 @@ class ContractOptions:
         if self.backend not in ("numpy", "cupy"):
             raise InvalidInputError(f"unknown backend {shorten(self.backend)}; valid: numpy, cupy")
         # the executors compute a real dtype in the complex one of its precision
+        from ..executors.comm import check_comm_choice, check_nccl_backend
+
+        check_comm_choice(self.collectives)
+        check_nccl_backend(self.collectives, self.backend)
         check_gemm(self.gemm, self.backend,
                    "complex128" if self.dtype in ("complex128", "float64") else "complex64")
         if not isinstance(self.simplify_sequence, str):
@@ -144,7 +152,7 @@ class ContractOptions:
 
         comm = None
         if self.resolved_executor() == "mpi":
-            from .distributed import world
+            from .coordination import world
 
             comm = self.comm if self.comm is not None else world()
         return MemoryBudget.resolve(self.memory_limit, comm)
@@ -205,14 +213,16 @@ def inside_qsimdist_now() -> bool:
 
 
 def clear_plan_cache() -> None:
-    """Forget the plans kept for reuse (the process's one cache, :data:`qsimdist.engine.cache.PLANS`)."""
+    """Forget the plans kept for reuse (the process's one cache,
+    :data:`qsimdist.engine.cache.PLANS`)."""
     from .cache import PLANS
 
     PLANS.clear()
 
 
-def plan_network(net: Network, dtype: str, memory_limit: int | None,
-                 path_options: PathOptions) -> Plan:
+def cached_plan(net: Network, dtype: str, memory_limit: int | None,
+                path_options: PathOptions, executor: str = "local", profile=None,
+                comm=None) -> Plan:
     """A Plan for ``net``, reused when a network of the same structure was planned before.
 
     quimb users contract the same network many times (a loop over parameters,
@@ -223,15 +233,13 @@ def plan_network(net: Network, dtype: str, memory_limit: int | None,
     under the same limit. One or two tensors take their only path without a
     search (quimb's simplification hands the hook many such contractions); a
     plan over the memory limit is searched and sliced as usual.
+
+    ``executor="mpi"``: the plan is made once on rank 0 of ``comm`` for the
+    hardware ``profile`` (a distributed schedule over ``comm``'s ranks) and
+    shared by every rank.
     """
-    return cached_plan(net, dtype, memory_limit, path_options)
-
-
-def cached_plan(net: Network, dtype: str, memory_limit: int | None,
-                 path_options: PathOptions, executor: str = "local", profile=None,
-                 comm=None) -> Plan:
-    from .cache import PLANS
     from ..planner.plan import build_plan, make_plan
+    from .cache import PLANS
 
     def build() -> Plan:
         if net.num_tensors <= 2:
@@ -241,7 +249,7 @@ def cached_plan(net: Network, dtype: str, memory_limit: int | None,
         return make_plan(net, dtype=dtype, memory_limit=memory_limit, path_options=path_options)
 
     if executor == "mpi":
-        from .distributed import distribute
+        from .coordination import distribute
 
         def build_distributed() -> Plan:
             return distribute(build(), profile, comm.Get_size())
@@ -271,22 +279,23 @@ def run_network(net: Network, options: ContractOptions, compute_dtype: str,
     ``net.meta["exponent"]`` is not applied here; the callers add it.
 
     """
-    from .amplitudes import check_plan_fits
     from ..planner.simplify import simplify
+    from .memory import check_plan_fits
 
     executor = options.resolved_executor()
-    limit = options.resolved_memory_limit()
+    budget = options.resolved_budget()  # once: free memory is not read again mid-run
+    limit = budget.limit
     popts = options.resolved_path_options()
     with inside_qsimdist():
         if options.simplify_sequence:
             net = simplify(net, options.simplify_sequence)
         if executor == "local":
-            plan = plan_network(net, compute_dtype, limit, popts)
-            check_plan_fits(plan, options.resolved_budget())
+            plan = cached_plan(net, compute_dtype, limit, popts)
+            check_plan_fits(plan, budget)
             out = plan.execute(backend=options.backend, gemm=options.gemm,
                                **({"strip_exponent": True} if strip_exponent else {}))
         else:
-            from .distributed import profile_for, world
+            from .coordination import profile_for, world
 
             comm = options.comm if options.comm is not None else world()
             prof = profile_for(options.profile or "local-cpu", limit)
@@ -294,6 +303,7 @@ def run_network(net: Network, options: ContractOptions, compute_dtype: str,
             plan = cached_plan(net, compute_dtype, None, popts, "mpi", prof, comm)
             out = plan.execute(backend=options.backend, executor="mpi", comm=comm,
                                memory_limit=limit, gemm=options.gemm,
+                               collectives=options.collectives,
                                **({"strip_exponent": True} if strip_exponent else {}))
     shape = tuple(net.size_dict[i] for i in net.output)
     if strip_exponent:

@@ -50,21 +50,28 @@ class RunOptions:
     comm: object = None
     gemm: str = "complex"
     seed: object = None
+    #: how the ranks exchange arrays under ``executor="mpi"``: ``"auto"``, ``"mpi"`` or
+    #: ``"nccl"`` (:func:`qsimdist.executors.comm.choose_collectives`; the CLI's ``--comm``)
+    collectives: str = "auto"
 
     @classmethod
     def resolve(cls, *, dtype: str = "complex64", memory_limit=None, backend: str = "numpy",
                 executor: str = "local", profile=None, comm=None, gemm: str = "complex",
-                seed=None) -> RunOptions:
+                seed=None, collectives: str = "auto") -> RunOptions:
+        from ..executors.comm import check_comm_choice, check_nccl_backend
+
         dtype = check_dtype(dtype)
         check_executor(executor)
         check_backend(backend)
         check_gemm(gemm, backend, dtype)
+        check_comm_choice(collectives)
+        check_nccl_backend(collectives, backend)
         if executor == "mpi" and comm is None:
-            from .distributed import world
+            from .coordination import world
 
             comm = world()
         memory = MemoryBudget.resolve(memory_limit, comm if executor == "mpi" else None)
-        return cls(dtype, memory, backend, executor, profile, comm, gemm, seed)
+        return cls(dtype, memory, backend, executor, profile, comm, gemm, seed, collectives)
 
     @property
     def limit(self) -> int | None:
@@ -73,7 +80,7 @@ class RunOptions:
 
     def to_dict(self) -> dict:
         return {"dtype": self.dtype, "memory": self.memory.to_dict(), "backend": self.backend,
-                "executor": self.executor, "gemm": self.gemm}
+                "executor": self.executor, "gemm": self.gemm, "collectives": self.collectives}
 
 
 __all__ = ["EXECUTORS", "RunOptions", "check_backend", "check_executor"]

@@ -290,6 +290,8 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
     if method not in ("auto", "statevector"):
         return (Route(method, "requested", statevector_bytes=_int(need)), need, None, math.inf,
                 None)
+    if callable(tn_method):  # named only where the statevector cannot be taken
+        tn_method = _LazyName(tn_method)
     if method == "statevector":
         if n > MAX_STATEVECTOR_QUBITS:
             raise PlanError(f"the statevector of {n} qubits is too large (at most "
@@ -300,19 +302,20 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
         budget.check(need, f"the statevector of {n} qubits ({dtype})")
     elif n > MAX_STATEVECTOR_QUBITS or (
             budget.bound is not None and need > budget.bound // BATCH_PLAN_SHARE):
-        return (Route(tn_method, "the statevector does not fit the memory limit",
+        return (Route(str(tn_method), "the statevector does not fit the memory limit",
                       statevector_bytes=_int(need)), need, None, math.inf, None)
     elif backend != "numpy":
-        return (Route(tn_method, f"backend {backend!r}: the statevector route runs on numpy",
+        return (Route(str(tn_method), f"backend {backend!r}: the statevector route runs on numpy",
                       statevector_bytes=need), need, None, math.inf, None)
     itemsize = np.dtype(dtype).itemsize
     structures = circuit_cache(gc, cache).statevector_blocks
-    width, seconds = predict_statevector(gc, FUSION_WIDTHS, structures, itemsize=itemsize)
+    sv = gc.statevector_form()  # multi-controlled gates kept whole
+    width, seconds = predict_statevector(sv, FUSION_WIDTHS, structures, itemsize=itemsize)
     kernel = "numpy"
     if compiled_kernel_runs(n, max(FUSION_WIDTHS)):
         from ..executors.sv_kernels import startup_seconds
 
-        c_width, c_seconds = predict_statevector(gc, FUSION_WIDTHS, structures,
+        c_width, c_seconds = predict_statevector(sv, FUSION_WIDTHS, structures,
                                                  itemsize=itemsize, compiled=True)
         c_seconds += startup_seconds()
         if c_seconds < seconds:
@@ -374,7 +377,9 @@ def statevector_engine(gc: GateCircuit, dtype: str, width: int, seconds: float,
     if choice == "qsimdist":
         return "qsimdist", width, seconds
     why_not = None
-    if dtype != "complex64":
+    if gc.compact is not None:
+        why_not = "qsim has no multi-controlled gates; qsimdist applies them whole"
+    elif dtype != "complex64":
         why_not = f"qsim computes in complex64 only, not {dtype}"
     elif max((len(g.qubits) for g in gc.gates), default=0) > MAX_GATE_QUBITS:
         why_not = f"qsim applies gates of at most {MAX_GATE_QUBITS} qubits"
@@ -415,10 +420,11 @@ def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None,
         return qsim_engine.simulate(gc.n_qubits, fused.gates, fused.global_phase), fused, \
             time.perf_counter() - t0
     # qsimdist's kernels track which qubit sits on which axis: a SWAP is a relabelling
-    relabelled, logical = absorb_swaps(gc)
+    sv = gc.statevector_form()  # multi-controlled gates kept whole
+    relabelled, logical = absorb_swaps(sv)
     width = route.fusion_width or 4
     blocks = None
-    if cache is not None and cache.gc is gc and relabelled is gc:
+    if cache is not None and cache.gc is gc and relabelled is sv:
         blocks = cache.statevector_blocks.get(width)
     fused = fuse(relabelled, width, keep_diagonal=False, progress=progress, blocks=blocks)
     fuse_seconds = time.perf_counter() - t0
@@ -492,15 +498,19 @@ def route_amplitudes(gc: GateCircuit, bits: list[str], *, order: str, dtype: str
 
 
 def route_state_reading(gc: GateCircuit, *, what: str, dtype: str, budget: MemoryBudget,
-                        method: str, executor: str, backend: str, tn_method: str,
-                        tn_seconds_predicted, read_seconds: float) -> Route:
+                        method: str, executor: str, backend: str, tn_method,
+                        tn_seconds_predicted, read_seconds: float,
+                        tn_floor_seconds: float = 0.0) -> Route:
     """The route for a request answered by reading the final state (shots, Pauli terms).
 
     ``tn_method`` / ``tn_seconds_predicted``: the cheapest tensor-network method
-    for the request and its predicted seconds (priced by the caller's module; a
-    callable is called only where the statevector could be taken);
-    ``read_seconds``: predicted seconds to read the answer off the full state
-    (drawing the shots, or every term). ``what`` names the request in errors.
+    for the request and its predicted seconds (priced by the caller's module; each
+    may be a callable, called only where needed: the name where the route is
+    tensor-network, the price where the statevector could be taken and costs more
+    than ``tn_floor_seconds``, a lower bound on the tensor network's seconds:
+    cheap routes are priced first). ``read_seconds``: predicted seconds to read the
+    answer off the full state (drawing the shots, or every term). ``what`` names the
+    request in errors.
     """
     if executor != "local":
         if method == "statevector":
@@ -508,12 +518,20 @@ def route_state_reading(gc: GateCircuit, *, what: str, dtype: str, budget: Memor
                 f"method 'statevector' runs in one process; executor {executor!r} takes "
                 f"a tensor-network method for {what}"
             )
-        return Route(tn_method, f"executor {executor!r}", executor=executor)
+        return Route(str(_LazyName(tn_method)) if callable(tn_method) else tn_method,
+                     f"executor {executor!r}", executor=executor)
     decided, need, width, sv, engine = _statevector(gc, dtype, budget, method, backend,
                                                     tn_method)
     if decided is not None:
         return decided
     total = sv + read_seconds
+    if total <= tn_floor_seconds:
+        # (the floor stands as the tensor network's prediction: a lower bound, not priced)
+        return Route("statevector", "predicted below the tensor-network floor", total,
+                     _finite(tn_floor_seconds) or None, need, width, engine=engine[0],
+                     kernel=engine[1])
+    if callable(tn_method):
+        tn_method = tn_method()
     if callable(tn_seconds_predicted):
         tn_seconds_predicted = tn_seconds_predicted()
     if total <= tn_seconds_predicted:
@@ -522,6 +540,16 @@ def route_state_reading(gc: GateCircuit, *, what: str, dtype: str, budget: Memor
                      kernel=engine[1])
     return Route(tn_method, "predicted faster", total, _finite(tn_seconds_predicted), need,
                  width)
+
+
+class _LazyName:
+    """A tensor-network method's name, worked out (by the caller's callable) when asked."""
+
+    def __init__(self, make) -> None:
+        self.make = make
+
+    def __str__(self) -> str:
+        return self.make()
 
 
 def _finite(x: float) -> float | None:

@@ -123,7 +123,7 @@ class Contractor:
         self.comm = self.options.comm
         self.profile = None
         if executor == "mpi":
-            from .distributed import profile_for
+            from .coordination import profile_for
 
             self.profile = profile_for(profile or "local-cpu", self.limit)
         self.cheap: dict = {}
@@ -361,23 +361,35 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
                                                   contractor.executor, contractor.backend)
         if clifford is not None and clifford.route is not None:
             return _sample_stabilizer(clifford, measured, shots, rng, clifford.route)
-    circuit = fuse_single_qubit_gates(circuit)
+    tn_side: dict = {}
+
+    def prepared() -> dict:
+        """The tensor-network side, made where it is priced or run: one-qubit gates folded
+        into their neighbours, the cheapest method and its notes."""
+        if not tn_side:
+            folded = fuse_single_qubit_gates(original)
+            tn_side["circuit"] = folded
+            tn_side["method"], tn_side["notes"] = choose_method(folded, measured)
+        return tn_side
+
     route = None
     if method in ("auto", "statevector"):
-        tn_method, notes = choose_method(circuit, measured)
-        route = route_sampling(original, circuit, measured, shots, contractor, method,
-                               tn_method, notes)
+        route = route_sampling(original, prepared, measured, shots, contractor, method)
         if clifford is not None:
             from .router import DRAW_SECONDS_PER_SHOT, prefer_stabilizer
 
             route = prefer_stabilizer(route, clifford.seconds, lambda tn=route.method: (
-                tn_sampling_seconds(circuit, measured, shots, tn, notes)),
+                tn_sampling_seconds(prepared()["circuit"], measured, shots, tn,
+                                    prepared()["notes"])),
                 DRAW_SECONDS_PER_SHOT * shots)
             if route.method == "stabilizer":
                 return _sample_stabilizer(clifford, measured, shots, rng, route)
         chosen = route.method
     else:
-        chosen, notes = method, {}
+        chosen = method
+    if chosen != "statevector":
+        circuit = prepared()["circuit"]
+        notes = prepared()["notes"] if method in ("auto", "statevector") else {}
     if chosen == "statevector":
         u = rng.random(shots)
         bits, probs, flops = _sample_statevector(original, measured, contractor.dtype, route, u)
@@ -483,27 +495,40 @@ def tn_sampling_seconds(circuit: GateCircuit, measured: list[int], shots: int, m
     return math.inf
 
 
-def route_sampling(original: GateCircuit, circuit: GateCircuit, measured: list[int],
-                   shots: int, contractor: Contractor, method: str, tn_method: str,
-                   notes: dict):
-    """The router's choice between the statevector and ``tn_method`` for these shots."""
+def route_sampling(original: GateCircuit, prepared, measured: list[int], shots: int,
+                   contractor: Contractor, method: str):
+    """The router's choice between the statevector and the cheapest tensor-network method
+    for these shots. ``prepared()`` gives the tensor-network side (see
+    :func:`sample_bits`); it is called only where that side must be named or priced:
+    where the statevector's price is below the tensor network's floor (per-gate, from a
+    lower bound on the fused gates), nothing of that side is made."""
     from .router import (
         DRAW_SECONDS_PER_SHOT,
         MARGINAL_SECONDS_PER_ELEMENT,
         route_state_reading,
+        tn_floor,
     )
 
     n = original.n_qubits
     read = MARGINAL_SECONDS_PER_ELEMENT * 2.0**n + DRAW_SECONDS_PER_SHOT * shots
 
     def tn_seconds() -> float:
-        return tn_sampling_seconds(circuit, measured, shots, tn_method, notes)
+        side = prepared()
+        return tn_sampling_seconds(side["circuit"], measured, shots, side["method"],
+                                   side["notes"])
 
     return route_state_reading(original, what="sampling", dtype=contractor.dtype,
                                budget=contractor.budget, method=method,
                                executor=contractor.executor, backend=contractor.backend,
-                               tn_method=tn_method, tn_seconds_predicted=tn_seconds,
-                               read_seconds=read)
+                               tn_method=lambda: prepared()["method"],
+                               tn_seconds_predicted=tn_seconds, read_seconds=read,
+                               tn_floor_seconds=tn_floor(folded_gates_at_least(original), 1))
+
+
+def folded_gates_at_least(circuit: GateCircuit) -> int:
+    """At least as many gates as :func:`fuse_single_qubit_gates` leaves (it folds only
+    one-qubit gates, so every multi-qubit gate stays), counted without folding."""
+    return max(sum(1 for g in circuit.gates if len(g.qubits) > 1), 1)
 
 
 #: from this many qubits the statevector sampler draws from the state with the compiled

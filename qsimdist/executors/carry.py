@@ -8,7 +8,7 @@ every child that is not a kept output still valid for this slice.
 
 from __future__ import annotations
 
-from ..planner.distribution.reuse import depths, strides
+from ..planner.reuse import depths, strides
 
 
 class Carry:

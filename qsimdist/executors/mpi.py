@@ -20,8 +20,17 @@ result. Before the first step all ranks check that they hold the same plan
 An exception on one rank prints ``qsimdist: error: rank R: ...`` and aborts
 the communicator, so no rank waits forever in a collective.
 
+The runner calls its collectives through a
+:class:`~qsimdist.executors.comm.Collectives` object and does not know which
+implementation it holds: host-staged MPI (``Alltoallv``, ``Allgather``,
+``Allreduce`` on host buffers) or NCCL on device buffers, chosen once per run by
+``collectives=`` (``"auto"``, ``"mpi"``, ``"nccl"``; the CLI's ``--comm``) and
+reported in ``RunStats.comm``. The groups' final sum goes through the same
+interface; small control values (exponents, limits, plan digests) stay on MPI.
+
 Arrays are numpy here; with ``backend="cupy"`` the shards live on the rank's
-GPU and collectives are staged through host memory.
+GPU, and the collectives are staged through host memory (``"mpi"``) or run by
+NCCL between the ranks' GPUs (``"nccl"``; not yet run on a GPU).
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from . import (
     launched_under_mpi,  # noqa: F401  (re-exported: older callers import it from here)
 )
 from .carry import Carry, slice_assignment
+from .comm import Collectives, MpiCollectives, check_comm_choice, choose_collectives
 from .local import (
     BufferPool,
     accumulate,
@@ -119,6 +129,7 @@ class RunStats:
     # largest predicted live bytes (first and last slice; the pool's free buffers included),
     # less what numpy held before the run
     traced_array_bytes: int = -1
+    comm: str = "mpi"  # the collectives that moved this rank's arrays: "mpi" or "nccl"
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -244,16 +255,13 @@ def share_cores(comm) -> int:
 def default_rank_limit(comm) -> int | None:
     """The default per-rank memory limit: the host's default divided by its ranks.
 
-    ``config.default_memory_limit`` (80% of the memory available now) shared by
-    the ranks on this host; ``$QSIMDIST_MEMORY_LIMIT`` is taken as a per-rank
+    ``memory_limit.default_memory_limit`` (80% of the memory available now) shared
+    by the ranks on this host; ``$QSIMDIST_MEMORY_LIMIT`` is taken as a per-rank
     limit as it stands.
     """
-    from ..config import default_memory_limit
+    from ..memory_limit import default_memory_limit
 
-    whole = default_memory_limit()
-    if whole is None or os.environ.get("QSIMDIST_MEMORY_LIMIT"):
-        return whole
-    return whole // max(1, ranks_on_host(comm))
+    return default_memory_limit(lambda: ranks_on_host(comm)).limit
 
 
 def mpi_module():
@@ -346,8 +354,11 @@ class _GroupRunner:
     """One rank's work inside its group for one slice."""
 
     def __init__(self, plan: Plan, group, xp, pool: BufferPool, stats: RunStats, fault,
-                 gemm: str = "complex", compiled: bool | None = None) -> None:
+                 gemm: str = "complex", compiled: bool | None = None,
+                 coll: Collectives | None = None) -> None:
         self.plan, self.group, self.xp, self.pool, self.stats = plan, group, xp, pool, stats
+        # the group's collectives (host-staged MPI unless the run chose otherwise)
+        self.coll = coll if coll is not None else MpiCollectives(group, xp, pool, plan.dtype)
         self.gemm = gemm
         self.sched = plan.schedule
         self.d = self.sched.group_size
@@ -370,13 +381,6 @@ class _GroupRunner:
         self.carry = Carry.of(plan)
 
     # ----------------------------------------------------------- helpers
-    def host(self, a) -> np.ndarray:
-        # asarray, not ascontiguousarray: that one turns a 0-d result into shape (1,)
-        return np.asarray(a if self.xp is np else self.xp.asnumpy(a), order="C")
-
-    def device(self, a):
-        return a if self.xp is np else self.xp.asarray(a)
-
     def shard_of(self, node: int, whole, bits, rank: int):
         return self.xp.ascontiguousarray(whole[shard_slices(self.modes[node], self.size, bits,
                                                             rank)])
@@ -405,29 +409,19 @@ class _GroupRunner:
         if self.fault == (self.global_rank, "collective"):
             raise ExecutionError(f"fault injected inside a collective ({FAULT_ENV})")
 
-    def _host_buffer(self, n_items: int) -> np.ndarray:
-        """A flat host buffer of ``n_items`` elements (from the pool when running on numpy)."""
-        return self.pool.get((n_items,)) if self.xp is np else np.empty(n_items, self.dtype)
-
-    def _release(self, *arrays) -> None:
-        """Hand host staging buffers back to the pool (numpy only; on cupy they are host copies)."""
-        if self.xp is np:
-            for a in arrays:
-                self.pool.put(a)
-
     def alltoall(self, node: int, x, old, new):
-        """Move a shard from bits ``old`` to ``new`` (Alltoallv; the kept block is copied).
+        """Move a shard from bits ``old`` to ``new`` (all-to-all; the kept block is copied).
 
-        Blocks for other ranks are packed straight into one pooled send buffer
-        and unpacked straight from one pooled receive buffer: one copy each way.
+        Blocks for other ranks are packed straight into one send buffer and
+        unpacked straight from one receive buffer (pooled where the collectives
+        use the run's memory): one copy each way.
         """
-        from mpi4py import MPI
-
+        coll = self.coll
         modes, d, me = self.modes[node], self.d, self.r
         mine_old = shard_slices(modes, self.size, old, me)
         mine_new = shard_slices(modes, self.size, new, me)
         out = self.pool.get(local_shape(modes, self.size, new))
-        xh = self.host(x)
+        xh = coll.stage(x)
         sends, recvs = [], []
         scount, rcount = [0] * d, [0] * d  # elements
         for p in range(d):
@@ -447,57 +441,47 @@ class _GroupRunner:
                 rcount[p] = math.prod(s.stop - s.start for s in blk)
         sdispl = [sum(scount[:p]) for p in range(d)]
         rdispl = [sum(rcount[:p]) for p in range(d)]
-        sendbuf = self._host_buffer(sum(scount))
-        recvbuf = self._host_buffer(sum(rcount))
+        sendbuf = coll.buffer(sum(scount))
+        recvbuf = coll.buffer(sum(rcount))
         for p, blk in sends:
             shape = tuple(s.stop - s.start for s in blk)
             sendbuf[sdispl[p]:sdispl[p] + scount[p]].reshape(shape)[...] = xh[blk]
         item = self.dtype.itemsize
         self.fault_in_collective()
-        self.group.Alltoallv(
-            [sendbuf.view(np.uint8), ([c * item for c in scount], [c * item for c in sdispl]),
-             MPI.BYTE],
-            [recvbuf.view(np.uint8), ([c * item for c in rcount], [c * item for c in rdispl]),
-             MPI.BYTE])
+        coll.alltoallv(sendbuf, scount, sdispl, recvbuf, rcount, rdispl)
         for p, blk in recvs:
             shape = tuple(s.stop - s.start for s in blk)
-            out[blk] = self.device(recvbuf[rdispl[p]:rdispl[p] + rcount[p]].reshape(shape))
+            out[blk] = coll.unstage(recvbuf[rdispl[p]:rdispl[p] + rcount[p]].reshape(shape))
         staged = (sendbuf.nbytes + recvbuf.nbytes + out.nbytes)
-        self._release(sendbuf, recvbuf)
+        coll.release(sendbuf, recvbuf)
         return out, sum(scount) * item, sum(rcount) * item, staged
 
     def allgather(self, node: int, x, bits):
         """The whole tensor from its shards."""
-        from mpi4py import MPI
-
-        xh = self.host(x)
-        recv = self._host_buffer(self.d * xh.size)
+        coll = self.coll
+        xh = coll.stage(x)
+        recv = coll.buffer(self.d * xh.size)
         self.fault_in_collective()
-        self.group.Allgather([xh.reshape(-1).view(np.uint8), MPI.BYTE],
-                             [recv.view(np.uint8), MPI.BYTE])
+        coll.allgather(xh.reshape(-1), recv)
         recv = recv.reshape((self.d,) + xh.shape)
         whole = self.pool.get(self.full_shape(node))
         for p in range(self.d):
-            whole[shard_slices(self.modes[node], self.size, bits, p)] = self.device(recv[p])
+            whole[shard_slices(self.modes[node], self.size, bits, p)] = coll.unstage(recv[p])
         staged = recv.nbytes + whole.nbytes
-        self._release(recv)
+        coll.release(recv)
         return whole, xh.nbytes, xh.nbytes * (self.d - 1), staged
 
     def allreduce(self, node: int, part, bits):
         """Sum partial results placed at each device's index range (in place)."""
-        from mpi4py import MPI
-
-        whole = self._host_buffer(math.prod(self.full_shape(node))).reshape(
-            self.full_shape(node))
+        coll = self.coll
+        whole = coll.buffer(math.prod(self.full_shape(node))).reshape(self.full_shape(node))
         whole[...] = 0
-        whole[shard_slices(self.modes[node], self.size, bits, self.r)] = self.host(part)
+        whole[shard_slices(self.modes[node], self.size, bits, self.r)] = coll.stage(part)
         self.fault_in_collective()
-        self.group.Allreduce(MPI.IN_PLACE, whole.reshape(-1))  # a flat view: 0-d buffers fail
+        coll.allreduce(whole.reshape(-1))  # a flat view: 0-d buffers fail
         nbytes = whole.nbytes
         wire = int(2 * nbytes * (self.d - 1) / self.d)  # a ring's volume (MPI picks its own)
-        if self.xp is np:
-            return whole, wire, wire, nbytes
-        return self.device(whole), wire, wire, nbytes
+        return coll.unstage(whole), wire, wire, nbytes
 
     # ---------------------------------------------------------------- run
     def agreed_exponent(self, arr, sharded: bool) -> int | None:
@@ -657,7 +641,7 @@ def _relative(box: tuple[slice, ...], origin: tuple[slice, ...]) -> tuple[slice,
 
 def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
             memory_limit: int | None = None, stats: RunStats | None = None,
-            gemm: str = "complex", strip_exponent: bool = False):
+            gemm: str = "complex", strip_exponent: bool = False, collectives: str = "auto"):
     """Run ``plan.schedule`` on the ranks of ``comm`` (default ``MPI.COMM_WORLD``).
 
     Returns the whole result on every rank, in the local executor's shape.
@@ -672,6 +656,14 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
     a small all-reduce), the groups' sums meet at a common exponent, and the
     value is ``mantissa * 10**exponent``.
 
+    ``collectives``: how the ranks exchange arrays (the CLI's ``--comm``):
+    ``"auto"`` (default) NCCL where ``backend="cupy"``, every rank has its own
+    GPU and NCCL loads, else host-staged MPI; ``"mpi"``; ``"nccl"``, refused on
+    every rank (:class:`~qsimdist.errors.NcclUnavailableError`, one line naming
+    the reason) where it cannot run. The choice is ``stats.comm``. (``comm`` is
+    the MPI communicator; NCCL's are made from it.) The NCCL path has not yet
+    run on a GPU.
+
     Every check runs inside the abort scope: a failure on one rank (any
     exception, an interrupt included) prints ``qsimdist: error: rank R: ...``
     and aborts the communicator. Checks that every rank makes together (same
@@ -679,6 +671,7 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
     """
     if plan.network.arrays is None:
         raise InvalidInputError("this plan's network has no arrays; nothing to contract")
+    check_comm_choice(collectives)
     MPI = mpi_module()
     comm = comm if comm is not None else MPI.COMM_WORLD
     nranks, rank = comm.Get_size(), comm.Get_rank()
@@ -711,6 +704,10 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
             _select_device(xp, comm)
         else:
             stats.blas_threads = share_cores(comm)
+        try:  # after the device is chosen: ranks compare their hosts and devices
+            stats.comm = choose_collectives(collectives, backend, comm, xp)
+        except QsimdistError as exc:  # decided from gathered answers: alike on every rank
+            raise mark_collective(exc) from None
         return _run(plan, comm, xp, stats, fault, gemm, compiled, need, progress, MPI,
                     strip_exponent)
     except BaseException as exc:  # noqa: BLE001 - any failure must end every rank
@@ -747,6 +744,8 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
          progress, MPI, strip_exponent: bool = False):
     import tracemalloc
 
+    from .comm import make_collectives
+
     sched = plan.schedule
     rank = comm.Get_rank()
     g, r = divmod(rank, sched.group_size)
@@ -755,7 +754,10 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
     dtype = np.dtype(plan.dtype)
     # the pool's lent and free buffers together stay within the guarded peak
     pool = BufferPool(xp, dtype, limit=need, cap=need)
-    runner = _GroupRunner(plan, group, xp, pool, stats, fault, gemm, compiled)
+    # the collectives inside the group and across the groups, as the run chose (stats.comm)
+    inside = make_collectives(stats.comm, group, xp, pool, dtype)
+    between = make_collectives(stats.comm, across, xp, pool, dtype)
+    runner = _GroupRunner(plan, group, xp, pool, stats, fault, gemm, compiled, inside)
     out_shape = tuple(plan.network.size_dict[i] for i in plan.network.output)
     stats.guarded_bytes = need
     trace = os.environ.get(TRACE_ENV)
@@ -764,7 +766,8 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
     if measuring and len(mine):
         # measure the run, not the loading of code: one untimed slice first compiles (or
         # loads) the kernels every step uses, as any earlier run in the process would have
-        warm = _GroupRunner(plan, group, xp, pool, RunStats(rank=rank), None, gemm, compiled)
+        warm = _GroupRunner(plan, group, xp, pool, RunStats(rank=rank), None, gemm, compiled,
+                            inside)
         pool.put(warm.run(slice_assignment(plan, mine[0]), first_slice=True, slice_no=mine[0]))
         for arr, _ in (warm.carry.values() if warm.carry is not None else ()):
             pool.put(arr)
@@ -811,10 +814,10 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
             elif top != exp:
                 scale_by_power_of_two(result, exp - top)
             exp = None if top == _NO_EXPONENT else top
-        host = runner.host(result)
+        staged = between.stage(result)
         runner.fault_in_collective()
-        across.Allreduce(MPI.IN_PLACE, host.reshape(-1))  # a flat view: 0-d buffers fail
-        result = runner.device(host)
+        between.allreduce(staged.reshape(-1))  # a flat view: 0-d buffers fail
+        result = between.unstage(staged)
         if strip_exponent:
             result = decimal_mantissa(result, exp, xp)
     stats.seconds = time.perf_counter() - t0
@@ -828,6 +831,8 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
             stats.traced_array_bytes = max(0, stats.traced_array_bytes - arrays_before)
     if started and tracemalloc.is_tracing():
         tracemalloc.stop()
+    inside.close()
+    between.close()
     group.Free()
     across.Free()
     return result

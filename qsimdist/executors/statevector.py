@@ -311,6 +311,26 @@ class _State:
                                                                     + shape[first:])
         in_parts(np.multiply, view, factor, view)
 
+    def controlled(self, target: np.ndarray, qubits: tuple[int, ...], controls: int,
+                   ctrl_state: Sequence[int], diagonal: bool) -> None:
+        """Apply ``target`` (big-endian over ``qubits[controls:]``) to the amplitudes whose
+        control qubits hold ``ctrl_state``: a strided view of ``2^(n - controls)`` of them,
+        changed in place (the other amplitudes are not read)."""
+        n = self.n
+        view = self.buf.reshape((2,) * n)
+        index: list = [slice(None)] * n
+        for q, bit in zip(qubits[:controls], ctrl_state):
+            index[self.held.index(q)] = int(bit)
+        rest = [a for a in range(n) if not isinstance(index[a], int)]
+        targets = qubits[controls:]
+        t = len(targets)
+        sub = np.moveaxis(view[tuple(index)],
+                          [rest.index(self.held.index(q)) for q in targets], list(range(t)))
+        if diagonal:
+            sub *= np.diagonal(target).reshape((2,) * t + (1,) * (sub.ndim - t))
+            return
+        sub[...] = (target @ sub.reshape(1 << t, -1)).reshape(sub.shape)
+
     def canonical(self) -> np.ndarray:
         """The flat state in Qiskit's order (bit ``q`` of the index is qubit ``q``)."""
         want = list(range(self.n - 1, -1, -1))
@@ -408,7 +428,8 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
     Args:
         n_qubits: number of qubits.
         gates: objects with ``.matrix`` (``2^k x 2^k``, big-endian over
-            ``.qubits``) and ``.qubits``.
+            ``.qubits``) and ``.qubits``, or controlled gates (``.controls``,
+            ``.ctrl_state``, ``.target``: :class:`~qsimdist.frontends.circuit.ControlledGate`).
         global_phase: radians, multiplied into the state.
         dtype: ``complex64`` or ``complex128``.
         diagonal: per gate, whether it is diagonal (``None``: checked here).
@@ -439,6 +460,13 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
         total = len(gates)
         for done, g in enumerate(gates, start=1):
             qubits = tuple(int(q) for q in g.qubits)
+            if getattr(g, "controls", 0):  # a ControlledGate: only the selected amplitudes
+                entry = cast.get(("target", id(g.target)))
+                if entry is None:
+                    mat = np.ascontiguousarray(g.target, dtype=dt)
+                    entry = cast[("target", id(g.target))] = (mat, _is_diagonal(mat))
+                state.controlled(entry[0], qubits, g.controls, g.ctrl_state, entry[1])
+                continue
             entry = cast.get(id(g.matrix))
             if entry is None:
                 mat = np.ascontiguousarray(g.matrix, dtype=dt)
@@ -476,7 +504,7 @@ def compiled_kernel_runs(n_qubits: int, widest: int) -> bool:
 def _make_state(n: int, dt: np.dtype, gates: list, kernel: str) -> _State:
     from .sv_kernels import LOW_BITS
 
-    widest = max((len(g.qubits) for g in gates), default=0)
+    widest = max((len(g.qubits) - getattr(g, "controls", 0) for g in gates), default=0)
     if kernel == "compiled" and n - LOW_BITS < widest:
         raise InvalidInputError(f"the compiled statevector kernel needs {LOW_BITS} qubits "
                                 f"beside the widest gate ({widest} qubits); this state has {n}")

@@ -40,6 +40,48 @@ class Gate:
     name: str = "unitary"
 
 
+@dataclass
+class ControlledGate:
+    """A gate on its targets, applied where its controls hold ``ctrl_state``: the
+    statevector route's form of a multi-controlled gate (``MCXGate``, ``MCPhaseGate``),
+    whose cost is a pass over the ``2^(n - controls)`` amplitudes the controls select
+    rather than a ``4^k``-entry matrix or a definition of hundreds of gates.
+
+    ``qubits`` lists the controls first, then the targets; ``target`` is the targets'
+    ``2^t x 2^t`` matrix, big-endian over ``qubits[controls:]`` like :class:`Gate`'s.
+    Only :attr:`GateCircuit.compact` holds these; the tensor-network routes see the
+    same gate expanded (:attr:`GateCircuit.gates`).
+    """
+
+    target: np.ndarray
+    qubits: tuple[int, ...]
+    controls: int
+    ctrl_state: tuple[int, ...]
+    name: str = "controlled"
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The dense ``2^k x 2^k`` matrix (identity except the block the controls select);
+        only for gates of at most :data:`MAX_GATE_QUBITS` qubits."""
+        k, c = len(self.qubits), self.controls
+        if k > MAX_GATE_QUBITS:
+            raise InvalidInputError(f"controlled gate {shorten(self.name)} on {k} qubits has no "
+                                    f"dense matrix (at most {MAX_GATE_QUBITS} qubits)")
+        t = k - c
+        full = np.eye(1 << k, dtype=complex)
+        sel = 0
+        for bit in self.ctrl_state:
+            sel = (sel << 1) | int(bit)
+        lo = sel << t
+        full[lo:lo + (1 << t), lo:lo + (1 << t)] = self.target
+        return full
+
+
+def is_controlled(gate) -> bool:
+    """Whether ``gate`` is a :class:`ControlledGate` (any gate with controls)."""
+    return bool(getattr(gate, "controls", 0))
+
+
 class LightCone(NamedTuple):
     """The backward light cone of some qubits: gate positions (ascending) and qubits (sorted).
 
@@ -58,6 +100,14 @@ class GateCircuit:
     gates: list[Gate] = field(default_factory=list)
     global_phase: float = 0.0
     name: str = "circuit"
+    #: the same unitary for the statevector route, multi-controlled gates kept as
+    #: :class:`ControlledGate` (``None``: :attr:`gates` as they are); a circuit derived
+    #: from this one (a light cone, a relabelling) does not carry it
+    compact: GateCircuit | None = field(default=None, repr=False, compare=False)
+
+    def statevector_form(self) -> GateCircuit:
+        """The circuit the statevector route runs: :attr:`compact` where there is one."""
+        return self if self.compact is None else self.compact
 
     def append(self, matrix: np.ndarray, qubits: Sequence[int], name: str = "unitary") -> None:
         qubits = tuple(int(q) for q in qubits)

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InvalidInputError
-from .circuit import Gate, GateCircuit
+from .circuit import Gate, GateCircuit, is_controlled
 
 #: widths :func:`choose_fusion` tries
 FUSION_WIDTHS = (2, 3, 4, 5)
@@ -84,6 +84,9 @@ class _Block:
     qubits: set[int]
     gates: list[int] = field(default_factory=list)
     diagonal: bool = True
+    #: a block of one controlled gate (:class:`~qsimdist.frontends.circuit.ControlledGate`)
+    #: has its controls here: it runs on the ``2^(n - controls)`` amplitudes they select
+    controls: int = 0
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,9 @@ def diagonal_flags(circuit: GateCircuit) -> list[bool]:
     seen: dict[tuple, bool] = {}
     flags = []
     for g in circuit.gates:
+        if is_controlled(g):
+            flags.append(is_diagonal(g.target))
+            continue
         m = g.matrix
         if m.shape[0] > 4:
             flags.append(is_diagonal(m))
@@ -147,6 +153,11 @@ def fusion_blocks(circuit: GateCircuit, max_qubits: int, *, keep_diagonal: bool 
             b = open_block[q]
             if b is not None and all(b is not t for t in touching):
                 touching.append(b)
+        if is_controlled(g):  # a block of its own, closed at once: nothing joins it
+            for b in touching:
+                close(b)
+            out.append(_Block(set(g.qubits), [idx], diag, g.controls))
+            continue
         if keep_diagonal:  # blocks of the other kind are closed, never merged
             for b in [b for b in touching if b.diagonal != diag]:
                 close(b)
@@ -246,7 +257,7 @@ def _merge_back(blocks: list[_Block], n_qubits: int, max_qubits: int, max_diag: 
     out: list[_Block] = []
     for b in blocks:
         preds = {id(last[q]): last[q] for q in b.qubits if last[q] is not None}
-        if len(preds) == 1:
+        if len(preds) == 1 and not b.controls and not next(iter(preds.values())).controls:
             (p,) = preds.values()
             diag = p.diagonal and b.diagonal
             fits = len(p.qubits | b.qubits) <= (max_diag if diag else max_qubits)
@@ -453,14 +464,24 @@ def gate_seconds(n_qubits: int, width: int, diagonal: bool, *, itemsize: int = 1
 def blocks_seconds(n_qubits: int, blocks: Sequence[_Block], **kernel) -> float:
     """Predicted seconds to apply fused ``blocks`` to a ``2^n_qubits`` state
     (``kernel``: :func:`gate_seconds`'s keywords)."""
-    return sum(gate_seconds(n_qubits, len(b.qubits), b.diagonal, **kernel) for b in blocks)
+    return sum(gate_seconds(n_qubits, len(b.qubits), b.diagonal, **kernel) if not b.controls
+               else controlled_seconds(n_qubits, len(b.qubits), b.controls, b.diagonal)
+               for b in blocks)
+
+
+def controlled_seconds(n_qubits: int, width: int, controls: int, diagonal: bool) -> float:
+    """Predicted seconds to apply a controlled gate of ``width`` qubits, ``controls`` of
+    them controls: numpy's pass over the ``2^(n - controls)`` amplitudes they select
+    (a strided view, copied once for a dense target)."""
+    return gate_seconds(n_qubits - controls, width - controls, diagonal)
 
 
 def statevector_seconds(circuit: GateCircuit, n_qubits: int | None = None, **kernel) -> float:
     """Predicted seconds to apply ``circuit``'s gates (as they are) to its state."""
     n = circuit.n_qubits if n_qubits is None else n_qubits
     flags = diagonal_flags(circuit)
-    return sum(gate_seconds(n, len(g.qubits), d, **kernel)
+    return sum(gate_seconds(n, len(g.qubits), d, **kernel) if not is_controlled(g)
+               else controlled_seconds(n, len(g.qubits), g.controls, d)
                for g, d in zip(circuit.gates, flags))
 
 
@@ -468,8 +489,9 @@ def statevector_flops(circuit: GateCircuit) -> float:
     """Real FLOPs of applying ``circuit``'s gates to its ``2^n`` state (8 per complex MAC)."""
     n = circuit.n_qubits
     flags = diagonal_flags(circuit)
-    return float(sum(8.0 * 2**n * (1 if d else 2 ** len(g.qubits))
-                     for g, d in zip(circuit.gates, flags)))
+    c = [getattr(g, "controls", 0) for g in circuit.gates]
+    return float(sum(8.0 * 2**(n - k) * (1 if d else 2 ** (len(g.qubits) - k))
+                     for g, d, k in zip(circuit.gates, flags, c)))
 
 
 def predict_statevector(circuit: GateCircuit, widths: Sequence[int] = FUSION_WIDTHS,

@@ -36,7 +36,7 @@ import numbers
 import numpy as np
 
 from ..errors import InvalidInputError, UnsupportedInstructionError, shorten
-from .circuit import MAX_GATE_QUBITS, GateCircuit
+from .circuit import MAX_GATE_QUBITS, ControlledGate, GateCircuit
 from .circuit import Gate as IRGate
 
 _SKIPPED = {"barrier", "delay"}
@@ -194,6 +194,12 @@ def permutation_pattern(op) -> list[int] | None:
 #: gates); matrix gates (``UnitaryGate`` and gates controlling one), whose definitions
 #: are costly syntheses, keep their matrices up to ``MAX_GATE_QUBITS``
 DENSE_GATE_QUBITS = 6
+#: multi-controlled gates on at least this many qubits also get a compact form for the
+#: statevector route (:class:`~qsimdist.frontends.circuit.ControlledGate`: one pass over
+#: the amplitudes their controls select); narrower ones fuse with their neighbours
+COMPACT_MIN_QUBITS = 5
+#: ... whose base gate acts on at most this many qubits
+COMPACT_MAX_TARGETS = 2
 
 
 def _definition_preferred(op) -> bool:
@@ -227,119 +233,193 @@ class _Conversion:
         self.matrices: dict[tuple, np.ndarray] = {}
         self.wire = list(range(gc.n_qubits))  # qubit of the circuit -> wire holding it now
         self.permuted = False
+        self.track = True  # mark multi-controlled gates (see compact_form)
+        self.keys: dict[int, tuple] = {}  # id(instruction) -> (instruction, expansion key)
+        #: ``(first gate, end, global phase added, ControlledGate)`` per multi-controlled
+        #: gate: the gates ``first:end`` of ``gc.gates`` are its matrix or expansion
+        self.marks: list[tuple[int, int, float, ControlledGate]] = []
+
+    def compact_form(self, inst, index: dict) -> ControlledGate | None:
+        """The :class:`ControlledGate` a Qiskit multi-controlled gate (``MCXGate``,
+        ``MCPhaseGate``, ``C3XGate``, ...) is in the statevector route, on the wires its
+        qubits hold now; ``None`` for any other instruction, a narrow one (below
+        :data:`COMPACT_MIN_QUBITS`), one whose base gate is wider than
+        :data:`COMPACT_MAX_TARGETS` or states no matrix, or one that follows a measurement
+        (the conversion refuses those)."""
+        from qiskit.circuit import ControlledGate as QiskitControlledGate
+
+        op = inst.operation
+        if (not isinstance(op, QiskitControlledGate) or inst.clbits
+                or op.num_qubits < COMPACT_MIN_QUBITS or op.num_ctrl_qubits < 2
+                or getattr(op, "condition", None) is not None):
+            return None
+        base = op.base_gate
+        if base is None or base.num_qubits > COMPACT_MAX_TARGETS or \
+                base.num_qubits + op.num_ctrl_qubits != op.num_qubits:
+            return None
+        key = _cache_key(base)
+        matrix = self.matrices.get(key) if key is not None else None
+        if matrix is None:
+            matrix = _own_matrix(base)
+            if matrix is None or not np.isfinite(matrix).all():
+                return None
+            if key is not None:
+                self.matrices[key] = matrix
+        logical = [index[q] for q in inst.qubits]
+        qubits = [self.wire[q] for q in logical] if self.permuted else logical
+        if self.measured.intersection(qubits):
+            return None
+        c = op.num_ctrl_qubits
+        state = int(op.ctrl_state)
+        # Qiskit's base matrix is little-endian over its qubits: reversed, big-endian
+        return ControlledGate(matrix, (*qubits[:c], *reversed(qubits[c:])), c,
+                              tuple((state >> i) & 1 for i in range(c)), op.name)
+
+    def compact_circuit(self) -> GateCircuit | None:
+        """``gc`` with each outermost marked run of gates replaced by its
+        :class:`ControlledGate` and the phases those runs added taken back; ``None``
+        where nothing was marked."""
+        gc = self.gc
+        kept, end = [], -1
+        for mark in sorted(self.marks, key=lambda m: (m[0], -m[1])):
+            if mark[0] >= end and mark[1] > mark[0]:  # inner marks lie inside a kept one
+                kept.append(mark)
+                end = mark[1]
+        if not kept:
+            return None
+        gates: list = []
+        at, phase = 0, gc.global_phase
+        for first, stop, added, cg in kept:
+            gates.extend(gc.gates[at:first])
+            gates.append(cg)
+            at, phase = stop, phase - added
+        gates.extend(gc.gates[at:])
+        return GateCircuit(gc.n_qubits, gates, phase, gc.name)
 
     def add(self, circuit, qmap: list[int], inside: str = "", depth: int = 0) -> None:
         """Append ``circuit``'s instructions; its qubit ``i`` is ``qmap[i]`` of the top-level
         circuit (on wire ``self.wire[qmap[i]]`` of the result until a permutation moves it).
 
         ``inside`` names the instructions whose definition ``circuit`` is (for messages).
+        A multi-controlled gate (:meth:`compact_form`) is appended as the conversion
+        makes it (its matrix or expansion) and marked, so that :meth:`compact_circuit`
+        can put one :class:`ControlledGate` in its place for the statevector route.
         """
+        index = {q: qmap[i] for i, q in enumerate(circuit.qubits)}
+        gc = self.gc
+        for pos, inst in enumerate(circuit.data):
+            compact = self.compact_form(inst, index) if self.track else None
+            start, phase = len(gc.gates), gc.global_phase
+            self.add_one(inst, pos, index, inside, depth)
+            if compact is not None:
+                self.marks.append((start, len(gc.gates), gc.global_phase - phase, compact))
+
+    def add_one(self, inst, pos: int, index: dict, inside: str, depth: int) -> None:
+        """Append one instruction (see :meth:`add`)."""
         from qiskit.circuit import ControlFlowOp, Gate, ParameterExpression
 
         gc, measured, touched, matrices = self.gc, self.measured, self.touched, self.matrices
-        index = {q: qmap[i] for i, q in enumerate(circuit.qubits)}
-        for pos, inst in enumerate(circuit.data):
-            op = inst.operation
-            logical = [index[q] for q in inst.qubits]
-            qubits = [self.wire[q] for q in logical] if self.permuted else logical
-            if op.name in _SKIPPED:
-                continue
-            if op.name == "reset" and not inside and not touched.intersection(qubits) and (
-                    not inst.clbits and getattr(op, "condition", None) is None):
-                continue  # a fresh qubit is already |0>: the reset is the identity
-            key = _cache_key(op) if not inst.clbits and not measured.intersection(qubits) else None
-            cached = matrices.get(key) if key is not None else None
-            if cached is not None:
-                gc.gates.append(IRGate(cached, tuple(reversed(qubits)), op.name))
-                touched.update(qubits)
-                continue
-            where = f"{shorten(op.name)} at position {pos} on qubits {shorten(logical)}{inside}"
-            if op.name == "measure":
-                touched.update(qubits)
-                measured.update(qubits)
-                continue
-            if isinstance(op, ControlFlowOp) or getattr(op, "condition", None) is not None:
-                raise UnsupportedInstructionError(
-                    f"classically controlled instruction {where}: amplitudes need a unitary "
-                    "circuit"
-                )
-            pattern = permutation_pattern(op)
-            if pattern is not None and not inst.clbits:
-                self.permute(logical, pattern, where)
-                continue
-            is_gate = isinstance(op, Gate) or op.name == "unitary"
-            if op.name != "reset" and not is_gate:
-                # a composite instruction (qc.append(sub_circuit, ...)): its definition's
-                # instructions are checked one by one, as if written here
-                definition, why = expansion_of(op, where)
-                if definition is None:
-                    raise UnsupportedInstructionError(
-                        f"non-unitary instruction {where} has no definition{why}; supported: "
-                        "unitary gates, instructions defined by them or synthesized by Qiskit, "
-                        "barrier, delay, final measure"
-                    )
-                self.expand(definition, logical, where, depth, op)
-                continue
+        op = inst.operation
+        logical = [index[q] for q in inst.qubits]
+        qubits = [self.wire[q] for q in logical] if self.permuted else logical
+        if op.name in _SKIPPED:
+            return
+        if op.name == "reset" and not inside and not touched.intersection(qubits) and (
+                not inst.clbits and getattr(op, "condition", None) is None):
+            return  # a fresh qubit is already |0>: the reset is the identity
+        key = _cache_key(op) if not inst.clbits and not measured.intersection(qubits) else None
+        cached = matrices.get(key) if key is not None else None
+        if cached is not None:
+            gc.gates.append(IRGate(cached, tuple(reversed(qubits)), op.name))
             touched.update(qubits)
-            if measured.intersection(qubits):
+            return
+        where = f"{shorten(op.name)} at position {pos} on qubits {shorten(logical)}{inside}"
+        if op.name == "measure":
+            touched.update(qubits)
+            measured.update(qubits)
+            return
+        if isinstance(op, ControlFlowOp) or getattr(op, "condition", None) is not None:
+            raise UnsupportedInstructionError(
+                f"classically controlled instruction {where}: amplitudes need a unitary "
+                "circuit"
+            )
+        pattern = permutation_pattern(op)
+        if pattern is not None and not inst.clbits:
+            self.permute(logical, pattern, where)
+            return
+        is_gate = isinstance(op, Gate) or op.name == "unitary"
+        if op.name != "reset" and not is_gate:
+            # a composite instruction (qc.append(sub_circuit, ...)): its definition's
+            # instructions are checked one by one, as if written here
+            definition, why = expansion_of(op, where)
+            if definition is None:
                 raise UnsupportedInstructionError(
-                    f"instruction {where} follows a measurement of the same qubit (mid-circuit "
-                    "measurement); only final measurements are allowed"
+                    f"non-unitary instruction {where} has no definition{why}; supported: "
+                    "unitary gates, instructions defined by them or synthesized by Qiskit, "
+                    "barrier, delay, final measure"
                 )
-            if inst.clbits:
-                raise UnsupportedInstructionError(
-                    f"instruction {where} writes classical bits; only unitary gates and final "
-                    "measurements are allowed"
-                )
-            if not is_gate:
-                raise UnsupportedInstructionError(
-                    f"non-unitary instruction {where}; supported: unitary gates, barrier, "
-                    "delay, final measure"
-                )
-            for value in getattr(op, "params", ()):
-                if isinstance(value, ParameterExpression):
-                    try:
-                        value = complex(value)
-                    except (TypeError, ValueError):
-                        continue
-                if isinstance(value, numbers.Number) and not np.isfinite(value):
-                    raise InvalidInputError(
-                        f"instruction {where} has the parameter {value}; parameters must be "
-                        "finite numbers (NaN or infinite angles leave the amplitude undefined)"
-                    )
-            wide = len(qubits) > MAX_GATE_QUBITS
-            if not wide and len(qubits) > DENSE_GATE_QUBITS and _definition_preferred(op):
-                # a library gate on many qubits (QFTGate, MCXGate): its few gates fuse and
-                # run faster than its 4^k-entry matrix is even built
-                definition = definition_of(op, where)
-                if definition is not None:
-                    self.expand(definition, logical, where, depth, op)
+            self.expand(definition, logical, where, depth, op)
+            return
+        touched.update(qubits)
+        if measured.intersection(qubits):
+            raise UnsupportedInstructionError(
+                f"instruction {where} follows a measurement of the same qubit (mid-circuit "
+                "measurement); only final measurements are allowed"
+            )
+        if inst.clbits:
+            raise UnsupportedInstructionError(
+                f"instruction {where} writes classical bits; only unitary gates and final "
+                "measurements are allowed"
+            )
+        if not is_gate:
+            raise UnsupportedInstructionError(
+                f"non-unitary instruction {where}; supported: unitary gates, barrier, "
+                "delay, final measure"
+            )
+        for value in getattr(op, "params", ()):
+            if isinstance(value, ParameterExpression):
+                try:
+                    value = complex(value)
+                except (TypeError, ValueError):
                     continue
-            matrix = None if wide else _own_matrix(op)
-            if matrix is None:
-                definition, why = (None, "") if op.name == "unitary" else expansion_of(op, where)
-                if definition is not None:
-                    self.expand(definition, logical, where, depth, op)
-                    continue
-                if wide:
-                    raise UnsupportedInstructionError(
-                        f"instruction {where} acts on {len(qubits)} qubits and has no "
-                        f"definition{why}; a matrix is used for gates on at most "
-                        f"{MAX_GATE_QUBITS} qubits (it has 4^k entries), wider gates are "
-                        "expanded through their definitions or Qiskit's synthesis"
-                    )
-                raise UnsupportedInstructionError(
-                    f"instruction {where} has no matrix and no definition{why}"
-                )
-            if not np.isfinite(matrix).all():
+            if isinstance(value, numbers.Number) and not np.isfinite(value):
                 raise InvalidInputError(
-                    f"instruction {where} has NaN or infinite matrix entries; its parameters "
-                    "must be finite numbers"
+                    f"instruction {where} has the parameter {value}; parameters must be "
+                    "finite numbers (NaN or infinite angles leave the amplitude undefined)"
                 )
-            # Qiskit's matrices are little-endian in qargs: reverse to big-endian.
-            gc.append(matrix, tuple(reversed(qubits)), op.name)
-            if key is not None:
-                matrices[key] = gc.gates[-1].matrix
+        wide = len(qubits) > MAX_GATE_QUBITS
+        if not wide and len(qubits) > DENSE_GATE_QUBITS and _definition_preferred(op):
+            # a library gate on many qubits (QFTGate, MCXGate): its few gates fuse and
+            # run faster than its 4^k-entry matrix is even built
+            definition = definition_of(op, where)
+            if definition is not None:
+                self.expand(definition, logical, where, depth, op)
+                return
+        matrix = None if wide else _own_matrix(op)
+        if matrix is None:
+            definition, why = (None, "") if op.name == "unitary" else expansion_of(op, where)
+            if definition is not None:
+                self.expand(definition, logical, where, depth, op)
+                return
+            if wide:
+                raise UnsupportedInstructionError(
+                    f"instruction {where} acts on {len(qubits)} qubits and has no "
+                    f"definition{why}; a matrix is used for gates on at most "
+                    f"{MAX_GATE_QUBITS} qubits (it has 4^k entries), wider gates are "
+                    "expanded through their definitions or Qiskit's synthesis"
+                )
+            raise UnsupportedInstructionError(
+                f"instruction {where} has no matrix and no definition{why}"
+            )
+        if not np.isfinite(matrix).all():
+            raise InvalidInputError(
+                f"instruction {where} has NaN or infinite matrix entries; its parameters "
+                "must be finite numbers"
+            )
+        # Qiskit's matrices are little-endian in qargs: reverse to big-endian.
+        gc.append(matrix, tuple(reversed(qubits)), op.name)
+        if key is not None:
+            matrices[key] = gc.gates[-1].matrix
 
     def permute(self, logical: list[int], pattern: list[int], where: str) -> None:
         """A ``PermutationGate`` on the circuit's qubits ``logical``: position ``k`` receives
@@ -355,15 +435,17 @@ class _Conversion:
             self.wire[logical[k]] = old[pattern[k]]
         self.permuted = self.permuted or bool(moved)
 
-    def relabel(self) -> None:
-        """Rename the wires so that the circuit's qubit ``q`` ends on wire ``q``."""
+    def relabel(self, *circuits: GateCircuit) -> None:
+        """Rename the wires so that the circuit's qubit ``q`` ends on wire ``q`` (in ``gc``
+        and in ``circuits``, made from it)."""
         if not self.permuted or self.wire == list(range(len(self.wire))):
             return
         name = [0] * len(self.wire)
         for q, w in enumerate(self.wire):
             name[w] = q
-        self.gc.gates = [dataclasses.replace(g, qubits=tuple(name[w] for w in g.qubits))
-                         for g in self.gc.gates]
+        for circuit in (self.gc, *circuits):
+            circuit.gates = [dataclasses.replace(g, qubits=tuple(name[w] for w in g.qubits))
+                             for g in circuit.gates]
 
     def expand(self, definition, qubits: list[int], where: str, depth: int,
                op=None) -> None:
@@ -371,7 +453,13 @@ class _Conversion:
 
         With ``op`` (the instruction it defines) whose :func:`expansion_key` exists, the
         expansion is taken from, or made once into, :data:`EXPANSIONS`."""
-        key = expansion_key(op) if op is not None and depth < MAX_DEFINITION_DEPTH else None
+        key = None
+        if op is not None and depth < MAX_DEFINITION_DEPTH:
+            # one instruction object (a Grover operator repeated) is keyed once per conversion
+            found = self.keys.get(id(op))
+            if found is None or found[0] is not op:
+                found = self.keys[id(op)] = (op, expansion_key(op))
+            key = found[1]
         if key is not None and self.splice(key, definition, qubits, where, depth):
             return
         self.expand_here(definition, qubits, where, depth)
@@ -388,7 +476,7 @@ class _Conversion:
         found = EXPANSIONS.get(key)
         if found is None:
             sub = _Conversion(GateCircuit(len(qubits)))
-            sub.matrices = self.matrices
+            sub.matrices, sub.keys = self.matrices, self.keys
             try:
                 sub.expand_here(definition, list(range(len(qubits))), where, depth)
             except Exception:  # noqa: BLE001 - expanded again in place, to raise there
@@ -396,10 +484,14 @@ class _Conversion:
             if sub.measured:
                 return False
             found = EXPANSIONS.put(key, sub.gc.gates, sub.gc.global_phase,
-                                   sub.wire if sub.permuted else None)
+                                   sub.wire if sub.permuted else None, sub.marks)
         else:
             EXPANSIONS.reused += 1
-        gates, phase, wire = found
+        gates, phase, wire, marks = found
+        offset = len(self.gc.gates)
+        for first, stop, added, cg in marks:
+            self.marks.append((offset + first, offset + stop, added, dataclasses.replace(
+                cg, qubits=tuple(wires[w] for w in cg.qubits))))
         append = self.gc.gates.append
         for g in gates:
             append(IRGate(g.matrix, tuple(wires[w] for w in g.qubits), g.name))
@@ -448,14 +540,15 @@ class ExpansionCache:
             self.entries.move_to_end(key)
         return found
 
-    def put(self, key: tuple, gates: list, phase: float, wire: list[int] | None) -> tuple:
+    def put(self, key: tuple, gates: list, phase: float, wire: list[int] | None,
+            marks: list | tuple = ()) -> tuple:
         self.built += 1
-        entry = (tuple(gates), phase, None if wire is None else list(wire))
+        entry = (tuple(gates), phase, None if wire is None else list(wire), tuple(marks))
         if len(gates) <= self.max_gates:
             self.entries[key] = entry
             self.gates += len(gates)
             while self.gates > self.max_gates:
-                _, (old, _, _) = self.entries.popitem(last=False)
+                _, (old, *_) = self.entries.popitem(last=False)
                 self.gates -= len(old)
         return entry
 
@@ -593,5 +686,7 @@ def from_qiskit(qc) -> GateCircuit:  # qc: qiskit.QuantumCircuit
     gc = GateCircuit(qc.num_qubits, global_phase=float(phase), name=qc.name)
     conversion = _Conversion(gc)
     conversion.add(qc, list(range(qc.num_qubits)))
-    conversion.relabel()
+    compact = conversion.compact_circuit()
+    conversion.relabel(*([compact] if compact is not None else []))
+    gc.compact = compact
     return gc

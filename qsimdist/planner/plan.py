@@ -24,7 +24,7 @@ from ..errors import InvalidInputError, PlanError, PlanFormatError
 from ..network import Network
 from .lifetime import Layouts, LocalCosts, Step, lifetime_order
 from .path import PathOptions, find_path, slice_path
-from .registry import get_executor
+from .registry import get_executor, read_schedule
 
 SCHEMA = "qsimdist.plan"
 #: version 2 added meta["distribution"] (a per-step annotation, now ignored on load);
@@ -141,9 +141,11 @@ class Plan:
         kinds = ", ".join(f"{v} {k}" for k, v in sorted(s.kernel_counts.items()))
         return (
             f"tensors {self.network.num_tensors}, steps {s.n_steps} ({kinds}), "
-            f"log10 cost {s.log10_cost:.2f}, flops {s.flops:.3e}, slices {format_count(s.n_slices)}, "
+            f"log10 cost {s.log10_cost:.2f}, flops {s.flops:.3e}, "
+            f"slices {format_count(s.n_slices)}, "
             f"largest intermediate 2^{math.log2(max(s.max_intermediate, 1)):.1f} elements, "
-            f"peak memory {format_bytes(s.peak_bytes)}, transposed {format_bytes(s.transposed_bytes)} "
+            f"peak memory {format_bytes(s.peak_bytes)}, "
+            f"transposed {format_bytes(s.transposed_bytes)} "
             f"({s.steps_without_transpose}/{s.n_steps} steps without), expanded "
             f"{format_bytes(s.expanded_bytes)}"
             + (f", {len(self.kept)} step outputs kept across slices" if self.kept else "")
@@ -183,7 +185,9 @@ class Plan:
 
     @classmethod
     def from_dict(cls, d: object, source: str = "plan") -> Plan:
-        return _plan_from_dict(d, source)
+        """A plan from its JSON data, validated field by field; a saved distributed
+        schedule is replayed against it. ``source`` names the data in messages."""
+        return _read_plan(d, source)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Plan:
@@ -200,7 +204,7 @@ class Plan:
             raise PlanFormatError(f"no such plan file: {path}")
         raw = read_regular_bytes(path, "qsimdist plan", PlanFormatError)
         data = parse_json_text(raw, str(path), "the plan", PlanFormatError)
-        return _plan_from_dict(data, str(path))
+        return _read_plan(data, str(path))
 
 
 def _encode_array(a: np.ndarray) -> dict:
@@ -295,7 +299,8 @@ def _plan_from_dict(d: object, source: str) -> Plan:
         nd = d["network"]
         arrays = nd.get("arrays")
         if arrays is not None:
-            arrays = [_decode_array(a, f"{source}: network.arrays[{k}]") for k, a in enumerate(arrays)]
+            arrays = [_decode_array(a, f"{source}: network.arrays[{k}]")
+                      for k, a in enumerate(arrays)]
         net = Network(nd["inputs"], nd["output"], nd["size_dict"], arrays)
         dtype = check_dtype(d["dtype"])
         path = [tuple(int(x) for x in p) for p in d["path"]]
@@ -308,7 +313,8 @@ def _plan_from_dict(d: object, source: str) -> Plan:
     except InvalidInputError as exc:
         raise PlanFormatError(f"{source}: field 'network': {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise PlanFormatError(f"{source}: missing or malformed field ({_clip(repr(exc))})") from None
+        raise PlanFormatError(
+            f"{source}: missing or malformed field ({_clip(repr(exc))})") from None
     _check_meta(d.get("meta"), source, n_open=len(net.output))
     # Re-derive layouts and steps from the path rather than trusting them, then
     # check that the file agrees (a tampered or stale file is refused).
@@ -325,7 +331,7 @@ def _plan_from_dict(d: object, source: str) -> Plan:
             raise PlanFormatError(f"{source}: steps[{k}].out_modes does not match the path")
     kept = d.get("kept") or []
     if kept:
-        from .distribution.reuse import check_kept, local_kept_bytes
+        from .reuse import check_kept, local_kept_bytes
 
         if not isinstance(kept, list) or not all(isinstance(k, int) for k in kept):
             raise PlanFormatError(f"{source}: field 'kept' must be a list of step outputs")
@@ -334,13 +340,16 @@ def _plan_from_dict(d: object, source: str) -> Plan:
             raise PlanFormatError(f"{source}: field 'kept': {why}")
         plan.kept = tuple(kept)
         plan.stats.peak_bytes += local_kept_bytes(plan, plan.kept)
-    if version >= 3 and d.get("distribution") is not None:
-        # lazy: the distribution package imports this module
-        from .distribution import Schedule, replay
+    return plan
 
-        sched = Schedule.from_dict(d["distribution"], f"{source}: distribution")
-        replay(plan, sched, source=f"{source}: distribution")
-        plan.schedule = sched
+
+def _read_plan(d: object, source: str) -> Plan:
+    """The plan ``d`` holds (:func:`_plan_from_dict`), then its distributed schedule (plan
+    version 3), replayed by the reader :mod:`qsimdist.planner` registers: the
+    distribution package imports this module, so this module does not import it."""
+    plan = _plan_from_dict(d, source)
+    if d["version"] >= 3 and d.get("distribution") is not None:
+        plan.schedule = read_schedule(plan, d["distribution"], source)
     return plan
 
 
@@ -470,12 +479,12 @@ def fit_to_memory(net: Network, ssa_path, memory_limit: int | None, dtype: str, 
 
 def with_local_reuse(plan: Plan, memory_limit: int) -> Plan:
     """``plan`` keeping step outputs across slices where that is worth it and fits
-    ``memory_limit`` (see ``distribution.reuse.local_choice``); else ``plan`` itself.
+    ``memory_limit`` (see :func:`qsimdist.planner.reuse.local_choice`); else ``plan`` itself.
     The kept outputs' bytes go into ``stats.peak_bytes``. The slicing's order is the
     only other change (layouts depend on which indices are sliced, not their order)."""
     import dataclasses
 
-    from .distribution.reuse import local_choice, local_kept_bytes
+    from .reuse import local_choice, local_kept_bytes
 
     choice = local_choice(plan, memory_limit)
     if choice is None:

@@ -1,17 +1,25 @@
-"""The executor registry that :meth:`Plan.execute <qsimdist.planner.plan.Plan.execute>` uses.
+"""What :class:`~qsimdist.planner.plan.Plan` reaches without importing it: executors, and
+the reader of a saved distributed schedule.
 
 An executor is a ``module.function(plan, **kw)`` named by strings and imported
 only when first used (so cupy and mpi4py load only where they are needed).
 The planner never imports the executors: :mod:`qsimdist.executors` registers
 the built-in ones (``local``, ``mpi``) when it is imported, which
 ``import qsimdist`` does.
+
+The schedule reader turns a plan file's ``distribution`` field into the plan's
+schedule, replayed (:func:`qsimdist.planner.distribution.replay.read_schedule`).
+The distribution package imports the plan module, so the plan module does not
+import it back: :mod:`qsimdist.planner`, whose face runs before any of its
+modules, registers the reader.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, PlanFormatError
 
 _REGISTRY: dict[str, tuple[str, str]] = {}
 
@@ -34,3 +42,28 @@ def get_executor(name: str):
         raise InvalidInputError(f"unknown executor {name!r}; valid: {', '.join(_REGISTRY)}")
     module, function = _REGISTRY[name]
     return getattr(importlib.import_module(module), function)
+
+
+_SCHEDULE_READER: list[Callable] = []
+
+
+def register_schedule_reader(read: Callable) -> None:
+    """Register ``read(plan, data, source) -> schedule`` as the reader of a plan file's
+    ``distribution`` field (one reader: a second is refused)."""
+    if _SCHEDULE_READER:
+        raise ValueError("a schedule reader is already registered")
+    _SCHEDULE_READER.append(read)
+
+
+def schedule_reader_registered() -> bool:
+    """Whether a schedule reader is registered."""
+    return bool(_SCHEDULE_READER)
+
+
+def read_schedule(plan, data: object, source: str):
+    """The schedule of ``plan`` that ``data`` (a plan file's ``distribution`` field) holds,
+    checked by the registered reader."""
+    if not _SCHEDULE_READER:
+        raise PlanFormatError(f"{source}: this plan holds a distributed schedule, but no "
+                              "schedule reader is registered (import qsimdist.planner)")
+    return _SCHEDULE_READER[0](plan, data, source)

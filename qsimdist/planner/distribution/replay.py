@@ -18,7 +18,10 @@
   copies, send and receive buffers, kernel workspace — equal the recorded
   ones and stay within the profile's usable memory.
 
-The planner's tests and the MPI executor both call it. Any violation raises
+The planner's tests and the MPI executor both call it, and every plan file with
+a schedule goes through it when read (:func:`read_schedule`, the reader
+:mod:`qsimdist.planner` registers for :meth:`Plan.from_dict
+<qsimdist.planner.plan.Plan.from_dict>`). Any violation raises
 :class:`~qsimdist.errors.PlanFormatError` with one line naming the step.
 """
 
@@ -43,7 +46,7 @@ from .bits import (
 from .cost import CostModel
 from .schedule import Schedule, action_of
 
-if TYPE_CHECKING:  # for annotations only: plan.py loads this module to check a saved schedule
+if TYPE_CHECKING:  # for annotations only: this package imports the plan module, not back
     from ..plan import Plan
 
 
@@ -277,7 +280,8 @@ def replay(plan: Plan, sched: Schedule, profile: HardwareProfile | None = None,
     if peak > mem:
         fail(f"the leaves alone need {first} bytes per device, over the {mem} usable")
     if sched.kept:  # kept outputs stay resident beside every step
-        from .reuse import check_kept, kept_bytes
+        from ..reuse import check_kept
+        from .reuse import kept_bytes
 
         why = check_kept(plan, sched.kept)
         if why is not None:
@@ -294,3 +298,15 @@ def replay(plan: Plan, sched: Schedule, profile: HardwareProfile | None = None,
     _check_totals(plan, sched, sent_l, fail)
     return Replay(tuple(lives), peak, tuple(sent_l), tuple(recv_l), sum(sent_l), sum(recv_l))
 
+
+def read_schedule(plan: Plan, data: object, source: str) -> Schedule:
+    """A plan file's ``distribution`` field as the schedule of ``plan``, replayed.
+
+    Refused with one :class:`~qsimdist.errors.PlanFormatError` line unless the
+    field is a valid schedule (:meth:`Schedule.from_dict`) that :func:`replay`
+    finds runnable on ``plan`` as written. ``source`` names the file in messages.
+    """
+    where = f"{source}: distribution"
+    sched = Schedule.from_dict(data, where)
+    replay(plan, sched, source=where)
+    return sched
