@@ -6,7 +6,8 @@
 On a GPU machine (``scripts/gpu_check.sh`` installs the ``gpu`` extra and runs
 this), each part runs in its own process with a time limit (the run as a whole
 stays within ``--budget`` seconds, about nine minutes by default) and writes
-``gpu_<part>.json`` under ``--out`` (default ``$OUT``, else ``./gpu-check``);
+``gpu_<part>.json`` under ``--out`` (default ``$OUT``, else a ``gpu-parts`` folder
+beside ``--json``, else ``./gpu-check``);
 ``gpu_summary.json`` (and ``--json FILE``) gathers them:
 
 * ``tests``: ``tests/test_gpu.py`` (every CuPy case: the local and MPI executors
@@ -432,25 +433,53 @@ def part_cupy(args, xp, backend, dev) -> dict:
             "equal_to_numpy": worst["complex64"] <= 1e-5 and worst["complex128"] <= 1e-10}
 
 
+def _dry_reference(folder: Path, count: int) -> tuple[Path, Path]:
+    """A 12-qubit stand-in for the n30 reference: ``count`` seeded bitstrings of the bundled
+    rqc_3x4_m12 with their statevector-route amplitudes times ``-i`` (a common phase, as
+    the n30 file's convention differs from qsim's), in the reference file's format."""
+    import qsimdist
+    from qsimdist.bundled import bundled_circuit
+
+    circuit = bundled_circuit("rqc_3x4_m12.qsim")
+    rng = np.random.default_rng(30)
+    bits = ["".join(rng.choice(["0", "1"], 12)) for _ in range(count)]
+    res = qsimdist.amplitudes(str(circuit), bits, order="natural", dtype="complex128",
+                              method="statevector", memory_limit="none")
+    ref = folder / "amplitudes_dry_run.txt"
+    ref.write_text("".join(f"{b} {(-1j * a).real:.9e} {(-1j * a).imag:.9e}\n"
+                           for b, a in zip(bits, res.amplitudes)))
+    return Path(circuit), ref
+
+
 def part_n30(args, xp, backend, dev) -> dict:
-    """The first ``--n30-count`` reference amplitudes of circuit_n30_m14 on ``backend``."""
+    """The first ``--n30-count`` reference amplitudes of circuit_n30_m14 on ``backend``
+    (dry run: a 12-qubit stand-in reference made here, same code path)."""
+    import tempfile
+
     import qsimdist
 
     from .reference_n30 import compare, read_reference
 
     data = _data(args)
-    if not (data / N30_AMPLITUDES).is_file():
-        return {"skipped": f"{data / N30_AMPLITUDES} not found (--data DIR)"}
-    bits, ref = read_reference(data / N30_AMPLITUDES)
-    count = args.n30_count or (2 if args.dry_run else 100)
+    count = args.n30_count or (4 if args.dry_run else 100)
+    with tempfile.TemporaryDirectory(prefix="qsimdist-gpu-n30-") as tmp:
+        if args.dry_run:
+            circuit, reference = _dry_reference(Path(tmp), count)
+        elif (data / N30_AMPLITUDES).is_file():
+            circuit, reference = data / N30, data / N30_AMPLITUDES
+        else:
+            return {"skipped": f"{data / N30_AMPLITUDES} not found (--data DIR)"}
+        bits, ref = read_reference(reference)
     bits, ref = bits[:count], ref[:count]
     t = time.perf_counter()
-    res = qsimdist.amplitudes(str(data / N30), bits, order="natural", dtype="complex64",
+    res = qsimdist.amplitudes(str(circuit), bits, order="natural", dtype="complex64",
                               backend=backend, method="tensor-network",
                               memory_limit=_limit(args, dev), max_repeats=args.search_repeats)
     seconds = time.perf_counter() - t
     got = np.array([res.get(b) for b in bits])
-    return {"amplitudes": count, "backend": backend, "seconds": seconds,
+    return {"circuit": str(circuit), "reference": str(reference)
+            if not args.dry_run else "made here by the statevector route (dry run)",
+            "amplitudes": count, "backend": backend, "seconds": seconds,
             "contractions": res.stats.get("contractions"), **compare(got, ref)}
 
 
@@ -939,7 +968,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true",
                     help="run every part on the CPU with numpy and tiny sizes")
     ap.add_argument("--out", default=None,
-                    help="folder for the parts' JSON (default $OUT, else ./gpu-check)")
+                    help="folder for the parts' JSON (default $OUT, else beside --json, "
+                    "else ./gpu-check)")
     ap.add_argument("--json", default=None, help="also write the summary here")
     ap.add_argument("--data", default=None, help="reference data folder")
     ap.add_argument("--parts", default=",".join(PARTS),
@@ -967,7 +997,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.rank_job == "ep":
         rank_job_ep(args)
         return 0
-    args.out = args.out or os.environ.get("OUT") or "gpu-check"
+    # the parts' files: --out, else $OUT, else beside --json, else ./gpu-check
+    args.out = (args.out or os.environ.get("OUT")
+                or (str(Path(args.json).parent / "gpu-parts") if args.json else "gpu-check"))
     args.parts = [p for p in args.parts.split(",") if p]
     unknown = [p for p in args.parts if p not in PARTS]
     if unknown:

@@ -557,21 +557,64 @@ def z_strings_on_state(state: np.ndarray, qubit_lists: Sequence[Sequence[int]]) 
     """
     if not qubit_lists:
         return []
-    size = state.size
-    n = size.bit_length() - 1
+    n = state.size.bit_length() - 1
     lo_bits = n // 2 if n >= 2 else n
     masks = [sum(1 << q for q in qs) for qs in qubit_lists]
     lo_signs = _parity_signs(lo_bits, [m & ((1 << lo_bits) - 1) for m in masks])
     hi_signs = _parity_signs(n - lo_bits, [m >> lo_bits for m in masks])
+    return _weighted_probability_sums(state, lo_bits, lo_signs, hi_signs)
+
+
+#: the single-qubit factors of diagonal terms, on a qubit's bit 0 and bit 1
+_DIAGONAL_FACTORS = {"Z": (1.0, -1.0), "0": (1.0, 0.0), "1": (0.0, 1.0)}
+
+
+def _is_diagonal_term(term: PauliTerm) -> bool:
+    return bool(term.ops) and set(term.ops) <= set(_DIAGONAL_FACTORS)
+
+
+def _factor_table(bits: int, offset: int, terms: Sequence[PauliTerm]) -> np.ndarray:
+    """``(2^bits, len(terms))``: column ``t`` is the product over term ``t``'s qubits in
+    ``offset..offset+bits-1`` of its factor (:data:`_DIAGONAL_FACTORS`) on that bit of
+    ``k + offset``'s part, over ``k``."""
+    k = np.arange(1 << bits, dtype=np.int64)
+    out = np.ones((1 << bits, len(terms)))
+    for t, term in enumerate(terms):
+        for q, op in zip(term.qubits, term.ops):
+            b = q - offset
+            if 0 <= b < bits:
+                f0, f1 = _DIAGONAL_FACTORS[op]
+                out[:, t] *= np.where(k >> b & 1, f1, f0)
+    return out
+
+
+def diagonal_terms_on_state(state: np.ndarray, terms: Sequence[PauliTerm]) -> list[float]:
+    """``<s|T|s>`` for terms whose operators are all diagonal (``Z``, and the projectors
+    ``0`` and ``1``: a dynamic circuit's branch probabilities and its terms on one
+    branch), from a flat state in Qiskit's order, in one pass however many terms there
+    are: as :func:`z_strings_on_state`, each term a product of a low-half and a high-half
+    factor."""
+    if not terms:
+        return []
+    n = state.size.bit_length() - 1
+    lo_bits = n // 2 if n >= 2 else n
+    return _weighted_probability_sums(state, lo_bits, _factor_table(lo_bits, 0, terms),
+                                      _factor_table(n - lo_bits, lo_bits, terms))
+
+
+def _weighted_probability_sums(state: np.ndarray, lo_bits: int, lo: np.ndarray,
+                               hi: np.ndarray) -> list[float]:
+    """``sum_k |s_k|^2 lo[k_low, t] hi[k_high, t]`` for each column ``t``, in blocks."""
+    size = state.size
     flat = state.reshape(-1)
     width = 1 << lo_bits
     rows_per_block = max(1, Z_STRING_BLOCK // width)
-    total = np.zeros(len(masks))
+    total = np.zeros(lo.shape[1])
     for r0 in range(0, size // width, rows_per_block):
         r1 = min(r0 + rows_per_block, size // width)
         prob = np.abs(flat[r0 * width:r1 * width]).astype(np.float64, copy=False)
         np.square(prob, out=prob)
-        total += np.einsum("it,it->t", hi_signs[r0:r1], prob.reshape(r1 - r0, width) @ lo_signs)
+        total += np.einsum("it,it->t", hi[r0:r1], prob.reshape(r1 - r0, width) @ lo)
     return [float(v) for v in total]
 
 
@@ -748,6 +791,10 @@ class ExpectationEngine:
         self._limit = self._budget.limit
         self.comm = self._options.comm
         self.route: dict | None = None
+        #: keep the last statevector route's state for the next call on the same circuit
+        #: object (a dynamic circuit's branch probabilities and terms, read one by one)
+        self.keep_state = False
+        self._held: tuple | None = None  # (weak reference to the circuit, dtype, state, fused)
         if self.executor == "mpi":
             from .coordination import profile_for
 
@@ -844,6 +891,37 @@ class ExpectationEngine:
             return "doubled", kept, qubits, doubled_s
         return "state", kept, qubits, state_s
 
+    def held_state(self, circuit: GateCircuit):
+        """``(state, fused)`` kept from the last statevector run of this very circuit object
+        (with :attr:`keep_state`), else ``None``."""
+        held = self._held
+        if held is None or held[0]() is not circuit or held[1] != self.dtype:
+            return None
+        return held[2], held[3]
+
+    def release_state(self) -> None:
+        """Stop keeping states, and drop the one held."""
+        self.keep_state = False
+        self._held = None
+
+    def _held_values(self, circuit: GateCircuit, terms: Sequence[PauliTerm]) -> np.ndarray:
+        """The terms read off the held state: the statevector route at the price of
+        reading alone (cheapest route first: nothing else is priced)."""
+        from .router import Route
+
+        values = np.ones(len(terms), dtype=np.float64)
+        live = [i for i, t in enumerate(terms) if t.qubits]
+        st = self.stats
+        st.terms += len(terms)
+        st.trivial_terms += len(terms) - len(live)
+        if live:
+            read = _reading_seconds(circuit.n_qubits, [terms[i] for i in live])
+            route = Route("statevector", "the circuit's state is held from the call before",
+                          read, engine="qsimdist")
+            self.route = route.to_dict()
+            self._statevector_values(circuit, terms, live, values, route)
+        return values
+
     def _statevector_values(self, circuit: GateCircuit, terms: Sequence[PauliTerm],
                             live: list[int], values: np.ndarray, route) -> None:
         """Every live term read off the full state (fused gates applied in circuit order).
@@ -863,16 +941,24 @@ class ExpectationEngine:
         t0 = time.perf_counter()
         n = circuit.n_qubits
         sim_work: dict = {}
-        state, fused, fuse_seconds = final_state(circuit, self.dtype, route, work=sim_work)
+        held = self.held_state(circuit)
+        if held is not None:
+            (state, fused), fuse_seconds = held, 0.0
+        else:
+            state, fused, fuse_seconds = final_state(circuit, self.dtype, route, work=sim_work)
+            if self.keep_state:  # read only from here on: nothing below writes the state
+                import weakref
+
+                self._held = (weakref.ref(circuit), self.dtype, state, fused)
         t1 = t0 + fuse_seconds
         paulis = [i for i in live if set(terms[i].ops) <= set(_PAULI_ACTION)]
-        others = [i for i in live if i not in set(paulis)]
-        # every Z string in one pass over |s|^2, whatever reads the other terms
-        z_strings = [i for i in paulis if _is_z_string(terms[i])]
-        for i, v in zip(z_strings, z_strings_on_state(state, [terms[i].qubits
-                                                              for i in z_strings])):
+        # every diagonal term (Z strings, projectors of a dynamic circuit's branches) in one
+        # pass over |s|^2, whatever reads the other terms
+        diagonal = [i for i in live if _is_diagonal_term(terms[i])]
+        for i, v in zip(diagonal, diagonal_terms_on_state(state, [terms[i] for i in diagonal])):
             values[i] = v
-        self.stats.z_string_terms += len(z_strings)
+        self.stats.z_string_terms += sum(1 for i in diagonal if _is_z_string(terms[i]))
+        others = [i for i in live if i not in set(paulis) and i not in set(diagonal)]
         paulis = [i for i in paulis if not _is_z_string(terms[i])]
         if paulis and _one_pass_pays(n, [terms[i] for i in paulis]):
             # one compiled, blocked pass over the flat state for every Pauli string
@@ -917,7 +1003,7 @@ class ExpectationEngine:
                 values[i] = term_on_state(state, axes, t.ops)
         st = self.stats
         st.statevector_terms += len(live)
-        st.flops += statevector_flops(fused)
+        st.flops += statevector_flops(fused) if held is None else 0.0
         st.plan_seconds += t1 - t0
         st.execute_seconds += time.perf_counter() - t1
 
@@ -960,6 +1046,8 @@ class ExpectationEngine:
         plan.
         """
         original = circuit
+        if self.method in ("auto", "statevector") and self.held_state(circuit) is not None:
+            return self._held_values(circuit, terms)
         clifford = None
         if self.method in ("auto", "stabilizer"):  # a Clifford circuit: stim
             clifford = self._clifford(circuit, terms)

@@ -344,6 +344,16 @@ class _BranchSampler:
             precision: float) -> np.ndarray:
         flat_obs = self.pub.observables.ravel()
         evs = np.zeros(self.pub.shape, dtype=np.float64)
+        # the branch probabilities and terms of one binding read one final state
+        self.engine.keep_state = True
+        try:
+            self._evs(evs, flat_obs, p_of, o_of, pairs, precision)
+        finally:
+            self.engine.release_state()
+        return evs
+
+    def _evs(self, evs: np.ndarray, flat_obs, p_of: np.ndarray, o_of: np.ndarray,
+             pairs: dict[int, set[int]], precision: float) -> None:
         for index in np.ndindex(*self.pub.shape):
             b, o = int(p_of[index]), int(o_of[index])
             lowered, gc = self.circuit(b)
@@ -363,7 +373,6 @@ class _BranchSampler:
             if precision != 0:
                 ev = self.rng.normal(ev, precision)
             evs[index] = ev
-        return evs
 
 
 def _aer_style_options(options, default_precision: float, seed):
