@@ -1,4 +1,4 @@
-"""The Python entry points: ``plan``, ``amplitudes``, ``amplitude``, ``contract``.
+"""The Python entry points: ``plan``, ``amplitudes``, ``amplitude``, ``contract``, ``run_plan``.
 
 Each resolves its options once (:class:`~qsimdist.engine.RunOptions`) and
 calls the engine: the router picks the statevector or the tensor-network
@@ -34,14 +34,14 @@ from .engine.memory import (
     machine_memory,  # noqa: F401  (public since 0.1)
 )
 from .engine.options import RunOptions
-from .engine.results import AmplitudeResult
+from .engine.results import AmplitudeResult, PlanRun
 from .engine.router import (
     MAX_STATEVECTOR_QUBITS,  # noqa: F401  (public since 0.1)
     METHODS,
     Route,
     route_amplitudes,
 )
-from .errors import BitstringError, InvalidInputError, PlanError, shorten
+from .errors import BitstringError, InvalidInputError, PlanError, PlanFormatError, shorten
 from .frontends import amplitude_network, load, parse_bitstring
 from .network import Network
 from .planner.path import PathOptions
@@ -51,9 +51,9 @@ from .planner.simplify import DEFAULT_SEQUENCE
 #: the route's record (kept under its first name for callers of 0.1)
 RouteChoice = Route
 
-__all__ = ["AmplitudeResult", "RouteChoice", "amplitude", "amplitudes", "check_fits",
+__all__ = ["AmplitudeResult", "PlanRun", "RouteChoice", "amplitude", "amplitudes", "check_fits",
            "check_plan_fits", "choose_route", "contract", "covering_pattern",
-           "distributed_amplitudes", "plan", "simplified_network"]
+           "distributed_amplitudes", "plan", "run_plan", "simplified_network"]
 
 
 def choose_route(circuit, bitstrings: str | Sequence[str], *, order: str = "qiskit",
@@ -299,3 +299,103 @@ def contract(
         return p.execute(backend=backend, gemm=gemm)
     mantissa, found = p.execute(backend=backend, gemm=gemm, strip_exponent=True)
     return times_ten_to(mantissa, found + float(exponent))
+
+
+def run_plan(
+    plan: Plan | str | os.PathLike | None,
+    *,
+    backend: str = "numpy",
+    memory_limit: str | int | None = None,
+    executor: str = "auto",
+    comm=None,
+    gemm: str = "complex",
+    collectives: str = "auto",
+    progress: Callable[..., None] | None = None,
+    trace: str | os.PathLike | None = None,
+) -> PlanRun:
+    """Execute a saved plan: the Python twin of ``qsimdist run``.
+
+    Args:
+        plan: a :class:`Plan`, or the path of a plan file (``qsimdist plan -o``,
+            :meth:`Plan.save`). Under a distributed executor only rank 0's is read
+            (the other ranks may pass ``None``) and sent to every rank.
+        backend: array library, ``"numpy"`` or ``"cupy"``.
+        memory_limit: the bytes a run may hold (``"8GiB"``; ``None``: the
+            machine's default; ``"none"``: physical memory + swap). A plan is
+            already sliced: one peaking above it is refused before anything is
+            allocated. Under MPI: the limit per rank.
+        executor: ``"auto"`` (``"mpi"`` with a ``comm`` or under mpiexec with
+            several ranks, else ``"local"``), ``"local"`` or ``"mpi"``.
+        comm: MPI communicator (default ``MPI.COMM_WORLD``).
+        gemm: how BLAS steps multiply (see :func:`qsimdist.executors.local.execute`).
+        collectives: how the ranks exchange arrays (``"auto"``, ``"mpi"``,
+            ``"nccl"``; see :func:`qsimdist.executors.comm.choose_collectives`).
+        progress: ``progress(..., done, total)``, called as slices finish.
+        trace: under MPI, a file to write each step's measured seconds, bytes and
+            peak beside the prediction (rank 0 writes it; input for
+            ``qsimdist calibrate --from-trace``).
+
+    Under MPI every rank calls this with the same arguments: rank 0 reads the
+    plan and sends it to every rank, which validate it and run its distributed
+    schedule (made for that many ranks, ``qsimdist plan --profile NAME
+    --devices P``); every rank returns the values, and rank 0's ``stats`` hold
+    each rank's measurements.
+    """
+    import logging
+    import time
+
+    from .engine.amplitudes import merge_rank_stats, to_numpy
+    from .executors import bind_executor, resolve_executor
+    from .executors.comm import check_comm_choice, check_nccl_backend
+
+    log = logging.getLogger(__name__)
+    check_comm_choice(collectives)  # before any work, alike on every rank
+    check_nccl_backend(collectives, backend)
+    runner = bind_executor(resolve_executor(executor, comm), comm)
+    if trace is not None and not runner.distributed:
+        raise InvalidInputError("a trace records distributed runs: launch under mpiexec")
+    if plan is None and runner.rank == 0:
+        raise InvalidInputError("run_plan needs a plan or the path of a plan file")
+
+    def read() -> Plan:
+        return plan if isinstance(plan, Plan) else Plan.load(plan)
+
+    p = runner.share_plan(read)  # rank 0 reads; every rank receives and validates it
+    # checked on every rank before any work: the GEMM mode for the plan's dtype, the backend
+    run = RunOptions.resolve(dtype=p.dtype, memory_limit=memory_limit, backend=backend,
+                             executor=runner.name, comm=runner.comm, gemm=gemm,
+                             collectives=collectives)
+    keywords = dict(run.execute_keywords(), gemm=run.gemm)
+    if run.distributed:
+        from .executors.mpi import RunStats
+
+        keywords["stats"] = RunStats()
+    else:
+        check_plan_fits(p, run.memory)  # before anything is allocated
+    log.info("executing %s on %s: %d slice(s), %.3e flops",
+             plan if not isinstance(plan, Plan) else "the plan", backend, p.stats.n_slices,
+             p.stats.flops)
+    started = time.perf_counter()
+    value = np.asarray(to_numpy(p.execute(backend=backend, progress=progress,
+                                          **keywords))).reshape(-1)
+    log.info("executed in %.3f s", time.perf_counter() - started)
+    stats = p.stats.to_dict()
+    if run.distributed:
+        gathered = run.comm.gather(keywords["stats"].to_dict(), root=0)
+        if runner.rank == 0:
+            if trace is not None:
+                from .executors.mpi import write_trace
+
+                write_trace(trace, p, gathered, max(st["seconds"] for st in gathered))
+            per_rank: dict = {}  # each rank's measured bytes, peak, seconds and step runs
+            merge_rank_stats(per_rank, gathered, p)
+            stats["ranks"] = [per_rank[r] for r in sorted(per_rank)]
+            stats["comm"] = gathered[0]["comm"]  # the collectives the run chose
+    pattern = p.meta.get("bitstring")
+    if pattern and (1 << pattern.count("*")) != value.size:
+        source = plan if not isinstance(plan, Plan) else "plan"
+        raise PlanFormatError(
+            f"{source}: field 'meta.bitstring' leaves {pattern.count('*')} qubits open but the "
+            f"result holds {value.size} amplitudes"
+        )
+    return PlanRun(value, p, stats, runner.rank)

@@ -13,7 +13,6 @@ import json
 import logging
 import math
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -119,7 +118,7 @@ def contract_command(
     """
     import numpy as np
 
-    from .executors import launched_under_mpi
+    from .executors import bind_executor, resolve_executor
     from .engine.networks import ContractOptions, finish, run_network
     from .frontends.quimb_network import prepare
 
@@ -128,7 +127,7 @@ def contract_command(
     check_profile(profile)  # refused before any work, under mpiexec or not
     check_comm(collectives, backend)
     opts = ContractOptions(dtype=dtype, memory_limit=memory_limit, max_time=max_time,
-                           executor="mpi" if launched_under_mpi() else "local", profile=profile,
+                           executor=resolve_executor("auto"), profile=profile,
                            backend=backend, gemm=gemm, collectives=collectives)
     net, random = load_arrays_network(network, arrays, random_arrays, opts.dtype)
     logger.info("contracting %s: %d tensor(s), %d output index(es), %s arrays on %s",
@@ -138,10 +137,7 @@ def contract_command(
     values, plan = run_network(prepared.network, opts, prepared.compute_dtype)
     logger.info("contracted: %.3e flops, %d slice(s)", plan.stats.flops, plan.stats.n_slices)
     values = finish(values, prepared)
-    rank = 0
-    if opts.executor == "mpi":
-        rank = sys.modules["mpi4py.MPI"].COMM_WORLD.Get_rank()
-    if rank != 0:
+    if bind_executor(opts.executor, opts.comm).rank != 0:  # rank 0 reports
         return
     if output is not None:
         from ._fileio import atomic_write

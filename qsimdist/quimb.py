@@ -59,6 +59,7 @@ from .engine.networks import (
     run_network,
 )
 from .errors import InvalidInputError, MissingDependencyError, shorten
+from .executors import executor_kind
 from .frontends.quimb_network import (
     PreparedNetwork,
     default_output,
@@ -145,7 +146,7 @@ def contract(tn: Any, output_inds: Sequence[str] | None = None, *, preserve_tens
     tensors, exponent = quimb_tensors(tn)
     prepared = prepare([t.data for t in tensors], [t.inds for t in tensors], output_inds,
                        opts.dtype, exponent)
-    scaled = strip_exponent or (exponent and opts.resolved_executor() == "local")
+    scaled = strip_exponent or (exponent and executor_kind(opts.resolved_executor()).one_process)
     if scaled:
         (values, found), _ = run_network(prepared.network, opts, prepared.compute_dtype,
                                          strip_exponent=True)

@@ -13,6 +13,7 @@ import typer
 
 from ..config import DTYPES, ORDERS
 from ..errors import InvalidInputError
+from ..executors.comm import COMM_CHOICES
 
 CircuitArg = typer.Argument(
     ..., help="Circuit file (.qasm OpenQASM 2/3, .qasm3, .qsim) or network (.json + .npz)."
@@ -25,7 +26,7 @@ CircuitArg = typer.Argument(
 BACKENDS = ("numpy", "cupy")
 #: how ranks exchange arrays under mpiexec (``--comm``; the Python keyword is ``collectives=``,
 #: ``comm=`` being the MPI communicator there)
-COMMS = ("auto", "mpi", "nccl")
+COMMS = COMM_CHOICES
 #: real dtypes ``contract`` also takes (they compute in the complex dtype of their precision)
 REAL_DTYPES = ("float32", "float64")
 

@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import InvalidInputError, PlanFormatError
+from ..errors import InvalidInputError
 from .common import (
     BLOCK,
     Backend,
@@ -33,7 +33,6 @@ from .common import (
     check_output_path,
     check_profile,
     progress_bar,
-    rank,
     under_mpi,
     write_amplitudes,
 )
@@ -185,75 +184,17 @@ def run(
     --memory-limit is then the limit per rank. A saved plan is already sliced:
     one peaking above --memory-limit is refused. Rank 0 prints the result.
     """
-    import numpy as np
-
-    from ..api import check_plan_fits
-    from ..engine.amplitudes import to_numpy
-    from ..config import check_gemm
-    from ..frontends import bitstring_chunks
-    from ..planner.plan import Plan
+    from ..api import run_plan
 
     check_comm(collectives, backend)
-    options: dict = {}
-    if under_mpi():
-        from ..engine.coordination import plan_on_root, world
-
-        comm = world()
-        p = plan_on_root(lambda: Plan.load(plan_file), comm)
-        from ..engine.coordination import rank_memory_limit
-        from ..executors.mpi import RunStats
-
-        # per rank: explicit as given, else the host's share ('none': of its physical memory)
-        options = {"executor": "mpi", "comm": comm,
-                   "memory_limit": rank_memory_limit(memory_limit, comm), "stats": RunStats(),
-                   "collectives": collectives}
-    else:
-        if trace is not None:
-            raise InvalidInputError("--trace records distributed runs: launch under mpiexec")
-        p = Plan.load(plan_file)
-    options["gemm"] = check_gemm(gemm, backend, p.dtype)  # on every rank, before any work
-    if "comm" not in options:
-        check_plan_fits(p, memory_limit)  # before anything is allocated
-    pattern = p.meta.get("bitstring")
-    logger.info("executing %s on %s: %d slice(s), %.3e flops", plan_file, backend,
-                p.stats.n_slices, p.stats.flops)
-    started = time.perf_counter()
+    if trace is not None and not under_mpi():
+        raise InvalidInputError("--trace records distributed runs: launch under mpiexec")
+    # the protocol (rank 0 reads and sends the plan, every rank runs it) is the library's
     with progress_bar("slices") as progress:
-        value = np.asarray(to_numpy(p.execute(backend=backend, progress=progress,
-                                               **options))).reshape(-1)
-    logger.info("executed in %.3f s", time.perf_counter() - started)
-    if "stats" in options:
-        gathered = options["comm"].gather(options["stats"].to_dict(), root=0)
-        if trace is not None and rank() == 0:
-            from ..executors.mpi import write_trace
-
-            write_trace(trace, p, gathered, max(st["seconds"] for st in gathered))
-    if rank() != 0:
+        result = run_plan(plan_file, backend=backend, memory_limit=memory_limit,
+                          executor="auto", gemm=gemm, collectives=collectives,
+                          progress=progress, trace=trace)
+    if result.rank != 0:
         return
-    if pattern and (1 << pattern.count("*")) != value.size:
-        raise PlanFormatError(
-            f"{plan_file}: field 'meta.bitstring' leaves {pattern.count('*')} qubits open but the "
-            f"result holds {value.size} amplitudes"
-        )
-
-    def chunks():
-        start = 0
-        if pattern:
-            blocks = bitstring_chunks(pattern, chunk=BLOCK)
-        else:
-            blocks = ([str(k) for k in range(a, min(a + BLOCK, value.size))]
-                      for a in range(0, value.size, BLOCK))
-        for labels in blocks:
-            yield labels, value[start:start + len(labels)]
-            start += len(labels)
-
-    header = {"n_qubits": p.meta.get("n_qubits"), "dtype": p.dtype}
-    stats = p.stats.to_dict()
-    if "stats" in options:  # each rank's measured bytes, peak, seconds and step runs
-        from ..engine.amplitudes import merge_rank_stats
-
-        per_rank: dict = {}
-        merge_rank_stats(per_rank, gathered, p)
-        stats["ranks"] = [per_rank[r] for r in sorted(per_rank)]
-        stats["comm"] = gathered[0]["comm"]  # the collectives the run chose
-    write_amplitudes(chunks(), header, stats, as_json, with_p=False)
+    header = {"n_qubits": result.plan.meta.get("n_qubits"), "dtype": result.plan.dtype}
+    write_amplitudes(result.chunks(BLOCK), header, result.stats, as_json, with_p=False)

@@ -392,12 +392,13 @@ def run_amplitudes(circuit, bitstrings, run: RunOptions, *, order: str = "qiskit
                    simplify_sequence: str = DEFAULT_SEQUENCE, opts: PathOptions | None = None,
                    progress=None, batch: bool = True, method: str = "auto") -> AmplitudeResult:
     """:func:`qsimdist.amplitudes` once its options are resolved (``run``): routed, planned,
-    executed here or, with ``run.executor == "mpi"``, on every rank of ``run.comm``."""
+    executed here or, on a distributed executor (``run.distributed``), on every rank of
+    ``run.comm``."""
     opts = opts if opts is not None else PathOptions()
     dtype = run.dtype
     common = dict(order=order, dtype=dtype, simplify_sequence=simplify_sequence, opts=opts,
                   progress=progress, batch=batch, method=method)
-    if run.executor == "mpi":
+    if run.distributed:
         return distributed_amplitudes(circuit, bitstrings, memory_limit=run.memory,
                                       backend=run.backend, comm=run.comm, profile=run.profile,
                                       gemm=run.gemm, collectives=run.collectives, **common)

@@ -12,11 +12,17 @@ unsliced or was made under the same limit. The path search itself is cached
 on disk by structure (:mod:`qsimdist.planner.path`), so a new process rebuilds
 a plan from its cached path without searching again.
 
-Under MPI (``executor="mpi"``) every rank calls :meth:`PlanCache.get` with the
-same networks in the same order; rank 0 alone looks the plan up (or makes it)
-and sends it, arrays included, to every rank, which validates it
-(:func:`qsimdist.engine.coordination.plan_on_root`): the ranks run rank 0's plan
-even where they named one network's indices differently.
+Under a distributed executor (``executor="mpi"``) every rank calls
+:meth:`PlanCache.get` with the same networks in the same order; rank 0 alone
+looks the plan up (or makes it) and sends it, arrays included, to every rank,
+which validates it (the executor's
+:meth:`~qsimdist.executors.kinds.Executor.share_plan`): the ranks run rank 0's
+plan even where they named one network's indices differently.
+
+Entry points ask :meth:`PlanCache.plan_for` with their resolved options
+(:class:`~qsimdist.engine.options.RunOptions`): it knows how each executor's
+plan is made (within the limit and checked against it here; unsliced on rank 0
+and distributed for the ranks there), so no caller branches on the executor.
 """
 
 from __future__ import annotations
@@ -26,10 +32,15 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from ..executors.kinds import bind_executor, executor_kind
 from ..network import Network
 from ..planner.path import PathOptions
 from ..planner.plan import Plan
+
+if TYPE_CHECKING:
+    from .options import RunOptions
 
 #: plans kept per process (least recently used dropped first)
 PLAN_CACHE_SIZE = 256
@@ -70,13 +81,12 @@ class PlanCache:
         ``reused`` is rank 0's answer there and False on the other ranks).
         """
         opts = path_options or PathOptions()
+        distributed = executor_kind(executor).distributed
         if build is None:
-            build = _default_build(net, dtype, limit, opts, executor, profile, comm)
-        if executor == "mpi":
+            build = _default_build(net, dtype, limit, opts, distributed, profile, comm)
+        if distributed:
             # rank 0 alone looks up, plans and keeps; every rank receives rank 0's plan (with
             # its arrays: ranks may name the indices of one network differently) as data
-            from .coordination import plan_on_root
-
             where = (executor, getattr(profile, "name", profile),
                      getattr(profile, "memory_bytes", None), comm.Get_size())
             found = [False]
@@ -85,8 +95,45 @@ class PlanCache:
                 plan, found[0] = self._lookup(net, dtype, limit, opts, where, variant, build)
                 return plan
 
-            return plan_on_root(on_root, comm), found[0]
+            return bind_executor(executor, comm).share_plan(on_root), found[0]
         return self._lookup(net, dtype, limit, opts, (executor,), variant, build)
+
+    def plan_for(self, net: Network, run: RunOptions, *, profile=None,
+                 path_options: PathOptions | None = None, variant: object = None,
+                 build: Callable[[int | None], Plan] | None = None,
+                 check: bool = True) -> tuple[Plan, bool]:
+        """``(plan, reused)`` for ``net`` under ``run`` (its dtype, memory and executor), checked.
+
+        In one process the plan is made within ``run``'s limit and, with ``check``,
+        refused (the memory guard, :func:`~qsimdist.engine.memory.check_plan_fits`) where
+        its peak exceeds ``run.memory``. On a distributed executor it is made unsliced
+        on rank 0, distributed for the ranks of ``run.comm`` on ``profile`` and shared
+        with every rank, which check it as they run it. ``profile``: the resolved
+        hardware profile; default ``run.profile`` (default ``"local-cpu"``) with its
+        memory set to ``run``'s limit. ``build(limit)``: how the one-device plan is
+        made within ``limit`` (``None`` where it is then distributed); default
+        :func:`~qsimdist.planner.plan.make_plan`.
+        """
+        if run.distributed:
+            if profile is None:
+                from .coordination import profile_for
+
+                profile = profile_for(run.profile or "local-cpu", run.limit)
+            one = None if build is None else (lambda: build(None))
+            made = _default_build(net, run.dtype, None, path_options or PathOptions(), True,
+                                  profile, run.comm, one)
+            return self.get(net, dtype=run.dtype, limit=None, path_options=path_options,
+                            executor=run.executor, profile=profile, comm=run.comm,
+                            variant=variant, build=made)
+        limit = run.limit
+        plan, reused = self.get(net, dtype=run.dtype, limit=limit, path_options=path_options,
+                                executor=run.executor, variant=variant,
+                                build=None if build is None else (lambda: build(limit)))
+        if check:
+            from .memory import check_plan_fits
+
+            check_plan_fits(plan, run.memory)
+        return plan, reused
 
     def _lookup(self, net: Network, dtype: str, limit: int | None, opts: PathOptions,
                 where: tuple, variant: object, build: Callable[[], Plan]) -> tuple[Plan, bool]:
@@ -115,14 +162,19 @@ class PlanCache:
 
 
 def _default_build(net: Network, dtype: str, limit: int | None, opts: PathOptions,
-                   executor: str, profile, comm) -> Callable[[], Plan]:
+                   distributed: bool, profile, comm,
+                   one_device: Callable[[], Plan] | None = None) -> Callable[[], Plan]:
+    """How a plan is made: within ``limit`` in one process; distributed, the one-device plan
+    (``one_device()``, default unsliced :func:`make_plan`) scheduled for the ranks of
+    ``comm`` on ``profile``."""
     from ..planner.plan import make_plan
 
-    if executor == "mpi":
+    if distributed:
         from .coordination import distribute
 
         def build() -> Plan:
-            one = make_plan(net, dtype=dtype, memory_limit=None, path_options=opts)
+            one = (one_device() if one_device is not None else
+                   make_plan(net, dtype=dtype, memory_limit=None, path_options=opts))
             return distribute(one, profile, comm.Get_size())
 
         return build

@@ -15,13 +15,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from .. import errors
 from ..errors import QsimdistError
-from ..executors.liveness import (
+from ..executors.liveness import (  # noqa: F401  (plan_on_root: public here since 0.1)
+    agreed_error,
     bcast_from_root,
     fail_rank,
     is_collective,
     mark_collective,
+    plan_on_root,
 )
 from ..hardware import HardwareProfile, load_profile
 from ..planner.plan import Plan
@@ -91,14 +92,7 @@ class Coordinator:
                 fail_rank(self.comm, exc)
             if message[0] == "done":
                 return message[1]
-            raise _agreed_error(message[1], message[2])
-
-
-def _agreed_error(name: str, text: str) -> QsimdistError:
-    cls = getattr(errors, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, QsimdistError)):
-        cls = errors.ExecutionError
-    return mark_collective(cls(text))
+            raise agreed_error(message[1], message[2])
 
 
 def world():
@@ -138,20 +132,3 @@ def distribute(plan: Plan, profile: HardwareProfile, devices: int,
 
     return scheduled_plan(plan, schedule(plan, profile, devices, "dp", budgeted=True,
                                          reuse=reuse))
-
-
-def plan_on_root(build: Callable[[], Plan], comm) -> Plan:
-    """``build()`` on rank 0, broadcast as data, validated on every rank."""
-    payload = None
-    if comm.Get_rank() == 0:
-        try:
-            payload = ("plan", build().to_dict())
-        except QsimdistError as exc:
-            payload = ("error", type(exc).__name__, str(exc))
-        except Exception as exc:  # noqa: BLE001 - every rank must learn that planning failed
-            payload = ("error", "ExecutionError", f"planning failed on rank 0: "
-                       f"{type(exc).__name__}: {exc}")
-    payload = bcast_from_root(payload, comm)
-    if payload[0] == "error":
-        raise _agreed_error(payload[1], payload[2])
-    return Plan.from_dict(payload[1], "broadcast plan")

@@ -69,9 +69,6 @@ SINGLE_QUBIT_OPERATORS: dict[str, np.ndarray] = {
 }
 _VALID_CHARS = "".join(SINGLE_QUBIT_OPERATORS)
 
-#: executors an engine can run its plans on
-EXECUTORS = ("local", "mpi")
-
 
 @dataclass(frozen=True)
 class PauliTerm:
@@ -770,10 +767,9 @@ class ExpectationEngine:
 
     def __post_init__(self) -> None:
         self.dtype = check_dtype(self.dtype)
-        if self.executor not in EXECUTORS:
-            raise InvalidInputError(
-                f"unknown executor {self.executor!r}; valid: {', '.join(EXECUTORS)}"
-            )
+        from .options import check_executor
+
+        check_executor(self.executor)  # an unknown name: one line with the valid list
         if not 1 <= self.state_max_qubits <= 40:
             raise InvalidInputError(
                 f"state_max_qubits must be in 1..40, got {self.state_max_qubits!r}"
@@ -795,7 +791,8 @@ class ExpectationEngine:
         #: object (a dynamic circuit's branch probabilities and terms, read one by one)
         self.keep_state = False
         self._held: tuple | None = None  # (weak reference to the circuit, dtype, state, fused)
-        if self.executor == "mpi":
+        self._profile = None
+        if self._options.distributed:
             from .coordination import profile_for
 
             self._profile = profile_for(self.profile or "local-cpu", self._limit)
@@ -813,30 +810,26 @@ class ExpectationEngine:
         the executor's free buffers beside the peak stay within the limit too."""
         from .cache import PLANS
 
-        if self.executor == "mpi":
-            plan, reused = PLANS.get(net, dtype=self.dtype, limit=None,
-                                     path_options=self.path_options, executor="mpi",
-                                     profile=self._profile, comm=self.comm)
-        else:
+        build = None
+        if share:
             from ..planner.plan import make_plan
-            from .amplitudes import check_plan_fits, plan_batch
+            from .amplitudes import plan_batch
 
-            build = None
-            if share:
-                opts = self.path_options or PathOptions()
+            opts = self.path_options or PathOptions()
 
-                def build() -> Plan:
-                    # within a quarter of the limit where that costs at most twice the
-                    # work (more slices of small networks cost Python time per slice)
-                    full = make_plan(net, dtype=self.dtype, memory_limit=self._limit,
-                                     path_options=opts)
-                    quarter = plan_batch(net, self.dtype, self._limit, opts, True)
-                    return quarter if quarter.stats.flops <= 2 * full.stats.flops else full
+            def build(limit: int | None) -> Plan:
+                # within a quarter of the limit where that costs at most twice the
+                # work (more slices of small networks cost Python time per slice)
+                full = make_plan(net, dtype=self.dtype, memory_limit=limit, path_options=opts)
+                if limit is None:  # unsliced (distributed: then scheduled for the profile)
+                    return full
+                quarter = plan_batch(net, self.dtype, limit, opts, True)
+                return quarter if quarter.stats.flops <= 2 * full.stats.flops else full
 
-            plan, reused = PLANS.get(net, dtype=self.dtype, limit=self._limit,
-                                     path_options=self.path_options, build=build,
-                                     variant="share" if share else None)
-            check_plan_fits(plan, self._budget)
+        # checked against the budget in one process; distributed, made on rank 0 and shared
+        plan, reused = PLANS.plan_for(net, self._options, profile=self._profile,
+                                      path_options=self.path_options, build=build,
+                                      variant="share" if share else None)
         self._plans[key] = True
         if reused:
             self.stats.plans_reused += 1
@@ -848,10 +841,7 @@ class ExpectationEngine:
         """Plan (or reuse a plan for) ``net``, run it, and account for it in :attr:`stats`."""
         plan = self._plan_for(key, net, share)
         t1 = time.perf_counter()
-        options: dict = {}
-        if self.executor == "mpi":
-            options = {"comm": self.comm, "memory_limit": self._limit}
-        value = plan.execute(backend=self.backend, executor=self.executor, **options)
+        value = plan.execute(backend=self.backend, **self._options.execute_keywords())
         value = np.asarray(value.get() if hasattr(value, "get") else value)
         st = self.stats
         st.contractions += 1
@@ -1174,7 +1164,6 @@ def cone_gates_at_least(circuit: GateCircuit, terms: Sequence[PauliTerm]) -> int
     multi-qubit gate; the doubled method's diagonal-aware cone can be smaller, but where
     the statevector costs less than this floor it is cheap either way)."""
     widest = max(terms, key=lambda t: len(t.qubits))
-    circuit = circuit.statevector_form()  # fewer gates, each on the qubits of its expansion
     kept = circuit.light_cone(widest.qubits).gates
     return max(sum(1 for k in kept if len(circuit.gates[k].qubits) > 1), 1)
 

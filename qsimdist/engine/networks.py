@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,16 +20,17 @@ import numpy as np
 
 from ..config import check_gemm
 from ..errors import InvalidInputError, shorten
+from ..executors.kinds import Executor, bind_executor, executor_kind
 from ..frontends.quimb_network import PreparedNetwork
 from ..network import Network
 from ..planner.path import PathOptions
+from .options import RunOptions
 
 if TYPE_CHECKING:
     from ..planner.plan import Plan
 
 #: dtypes a contraction may ask for; real ones compute in the matching complex dtype
 DTYPES = ("complex64", "complex128", "float32", "float64")
-EXECUTORS = ("local", "mpi")
 
 
 @dataclass(frozen=True)
@@ -85,10 +86,8 @@ class ContractOptions:
                     f"unknown dtype {shorten(str(self.dtype))}; valid: {', '.join(DTYPES)}"
                 )
             object.__setattr__(self, "dtype", name)
-        if self.executor is not None and self.executor not in EXECUTORS:
-            raise InvalidInputError(
-                f"unknown executor {shorten(self.executor)}; valid: {', '.join(EXECUTORS)}"
-            )
+        if self.executor is not None:
+            executor_kind(self.executor)  # an unknown name: the one line with the valid list
         if self.backend not in ("numpy", "cupy"):
             raise InvalidInputError(f"unknown backend {shorten(self.backend)}; valid: numpy, cupy")
         # the executors compute a real dtype in the complex one of its precision
@@ -150,12 +149,9 @@ class ContractOptions:
         """The memory budget (:class:`qsimdist.engine.MemoryBudget`) of :attr:`memory_limit`."""
         from . import MemoryBudget
 
-        comm = None
-        if self.resolved_executor() == "mpi":
-            from .coordination import world
-
-            comm = self.comm if self.comm is not None else world()
-        return MemoryBudget.resolve(self.memory_limit, comm)
+        runner = self.resolved_runner()
+        return MemoryBudget.resolve(self.memory_limit,
+                                    runner.comm if runner.distributed else None)
 
     def resolved_memory_limit(self) -> int | None:
         """Bytes plans are made within (``None``: no limit), from :attr:`memory_limit`."""
@@ -173,16 +169,31 @@ class ContractOptions:
 
     def resolved_executor(self) -> str:
         """``executor``, or by default ``"mpi"`` with a ``comm``, or with a ``profile`` when
-        launched under mpiexec (more than one rank), else ``"local"``."""
+        launched under mpiexec (more than one rank), else ``"local"``
+        (:func:`qsimdist.executors.resolve_executor`)."""
+        from ..executors import LocalExecutor, resolve_executor
+
         if self.executor is not None:
             return self.executor
-        if self.comm is not None:
-            return "mpi"
-        if self.profile is not None:
-            from ..executors import launched_under_mpi
+        if self.comm is None and self.profile is None:
+            return LocalExecutor.name
+        return resolve_executor("auto", self.comm)
 
-            return "mpi" if launched_under_mpi() else "local"
-        return "local"
+    def resolved_runner(self) -> Executor:
+        """The resolved executor bound to :attr:`comm` (a distributed one without a
+        ``comm``: ``MPI.COMM_WORLD``): what callers ask instead of its name."""
+        return bind_executor(self.resolved_executor(), self.comm)
+
+    def run_options(self, compute_dtype: str, budget=None) -> RunOptions:
+        """These options as the engine's :class:`~qsimdist.engine.options.RunOptions` for a
+        contraction in ``compute_dtype``, within ``budget`` (default
+        :meth:`resolved_budget`); validated already, so nothing is resolved twice."""
+        runner = self.resolved_runner()
+        return RunOptions(dtype=compute_dtype,
+                          memory=budget if budget is not None else self.resolved_budget(),
+                          backend=self.backend, executor=runner.name, profile=self.profile,
+                          comm=runner.comm if runner.distributed else self.comm,
+                          gemm=self.gemm, collectives=self.collectives)
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -220,6 +231,23 @@ def clear_plan_cache() -> None:
     PLANS.clear()
 
 
+def small_first(net: Network, dtype: str,
+                path_options: PathOptions) -> Callable[[int | None], Plan]:
+    """``build(limit)`` for the plan cache: one or two tensors take their only path without a
+    search (quimb's simplification hands the hook many such contractions) where that fits
+    ``limit``; otherwise the path is searched and the plan sliced as usual."""
+    from ..planner.plan import build_plan, make_plan
+
+    def build(limit: int | None) -> Plan:
+        if net.num_tensors <= 2:
+            plan = build_plan(net, [(0, 1)] if net.num_tensors == 2 else [], (), dtype)
+            if limit is None or plan.stats.peak_bytes <= limit:
+                return plan
+        return make_plan(net, dtype=dtype, memory_limit=limit, path_options=path_options)
+
+    return build
+
+
 def cached_plan(net: Network, dtype: str, memory_limit: int | None,
                 path_options: PathOptions, executor: str = "local", profile=None,
                 comm=None) -> Plan:
@@ -234,32 +262,18 @@ def cached_plan(net: Network, dtype: str, memory_limit: int | None,
     search (quimb's simplification hands the hook many such contractions); a
     plan over the memory limit is searched and sliced as usual.
 
-    ``executor="mpi"``: the plan is made once on rank 0 of ``comm`` for the
-    hardware ``profile`` (a distributed schedule over ``comm``'s ranks) and
-    shared by every rank.
+    A distributed executor (``executor="mpi"``): the plan is made once, unsliced,
+    on rank 0 of ``comm`` for the hardware ``profile`` (a distributed schedule
+    over ``comm``'s ranks) and shared by every rank. The plan is not checked
+    against the memory (:func:`run_network` asks the cache for a checked one).
     """
-    from ..planner.plan import build_plan, make_plan
     from .cache import PLANS
+    from .memory import MemoryBudget
 
-    def build() -> Plan:
-        if net.num_tensors <= 2:
-            plan = build_plan(net, [(0, 1)] if net.num_tensors == 2 else [], (), dtype)
-            if memory_limit is None or plan.stats.peak_bytes <= memory_limit:
-                return plan
-        return make_plan(net, dtype=dtype, memory_limit=memory_limit, path_options=path_options)
-
-    if executor == "mpi":
-        from .coordination import distribute
-
-        def build_distributed() -> Plan:
-            return distribute(build(), profile, comm.Get_size())
-
-        plan, _ = PLANS.get(net, dtype=dtype, limit=None, path_options=path_options,
-                            executor="mpi", profile=profile, comm=comm,
-                            build=build_distributed)
-        return plan
-    plan, _ = PLANS.get(net, dtype=dtype, limit=memory_limit, path_options=path_options,
-                        build=build)
+    run = RunOptions(dtype=dtype, memory=MemoryBudget.resolve(
+        "none" if memory_limit is None else memory_limit), executor=executor, comm=comm)
+    plan, _ = PLANS.plan_for(net, run, profile=profile, path_options=path_options,
+                             build=small_first(net, dtype, path_options), check=False)
     return plan
 
 
@@ -280,31 +294,20 @@ def run_network(net: Network, options: ContractOptions, compute_dtype: str,
 
     """
     from ..planner.simplify import simplify
-    from .memory import check_plan_fits
+    from .cache import PLANS
 
-    executor = options.resolved_executor()
-    budget = options.resolved_budget()  # once: free memory is not read again mid-run
-    limit = budget.limit
+    # resolved once: free memory is not read again mid-run
+    run = options.run_options(compute_dtype)
     popts = options.resolved_path_options()
     with inside_qsimdist():
         if options.simplify_sequence:
             net = simplify(net, options.simplify_sequence)
-        if executor == "local":
-            plan = cached_plan(net, compute_dtype, limit, popts)
-            check_plan_fits(plan, budget)
-            out = plan.execute(backend=options.backend, gemm=options.gemm,
-                               **({"strip_exponent": True} if strip_exponent else {}))
-        else:
-            from .coordination import profile_for, world
-
-            comm = options.comm if options.comm is not None else world()
-            prof = profile_for(options.profile or "local-cpu", limit)
-            # the one-device plan is made unsliced (memory_limit None) on rank 0
-            plan = cached_plan(net, compute_dtype, None, popts, "mpi", prof, comm)
-            out = plan.execute(backend=options.backend, executor="mpi", comm=comm,
-                               memory_limit=limit, gemm=options.gemm,
-                               collectives=options.collectives,
-                               **({"strip_exponent": True} if strip_exponent else {}))
+        # checked against the budget in one process; distributed, the one-device plan is
+        # made unsliced on rank 0 for the profile and checked by every rank as it runs
+        plan, _ = PLANS.plan_for(net, run, path_options=popts,
+                                 build=small_first(net, compute_dtype, popts))
+        out = plan.execute(backend=run.backend, gemm=run.gemm, **run.execute_keywords(),
+                           **({"strip_exponent": True} if strip_exponent else {}))
     shape = tuple(net.size_dict[i] for i in net.output)
     if strip_exponent:
         mantissa, exponent = out

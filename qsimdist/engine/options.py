@@ -6,10 +6,8 @@ from dataclasses import dataclass, field
 
 from ..config import check_dtype, check_gemm
 from ..errors import InvalidInputError
+from ..executors.kinds import Executor, bind_executor, executor_kind
 from .memory import MemoryBudget
-
-#: executors every entry point knows
-EXECUTORS = ("local", "mpi")
 
 
 def check_backend(backend: str) -> str:
@@ -28,8 +26,9 @@ def check_backend(backend: str) -> str:
 
 
 def check_executor(executor: str) -> str:
-    if executor not in EXECUTORS:
-        raise InvalidInputError(f"unknown executor {executor!r}; valid: {', '.join(EXECUTORS)}")
+    """``executor`` if it is registered (:func:`qsimdist.executors.executor_names`); else the
+    one-line error with the valid list."""
+    executor_kind(executor)
     return executor
 
 
@@ -66,12 +65,30 @@ class RunOptions:
         check_gemm(gemm, backend, dtype)
         check_comm_choice(collectives)
         check_nccl_backend(collectives, backend)
-        if executor == "mpi" and comm is None:
-            from .coordination import world
-
-            comm = world()
-        memory = MemoryBudget.resolve(memory_limit, comm if executor == "mpi" else None)
+        runner = bind_executor(executor, comm)  # a distributed one takes MPI.COMM_WORLD
+        if runner.distributed:
+            comm = runner.comm
+        memory = MemoryBudget.resolve(memory_limit, comm if runner.distributed else None)
         return cls(dtype, memory, backend, executor, profile, comm, gemm, seed, collectives)
+
+    @property
+    def runner(self) -> Executor:
+        """The executor, bound to :attr:`comm`: what callers ask instead of its name
+        (:attr:`~qsimdist.executors.kinds.Executor.distributed`, ``rank``,
+        ``broadcast``, ``shared_seed``, ``share_plan``)."""
+        return bind_executor(self.executor, self.comm)
+
+    @property
+    def distributed(self) -> bool:
+        """Whether plans run over the ranks of :attr:`comm` (every rank makes each call)."""
+        return executor_kind(self.executor).distributed
+
+    def execute_keywords(self) -> dict:
+        """The keywords of :meth:`Plan.execute <qsimdist.planner.plan.Plan.execute>` beyond
+        ``backend`` and ``gemm`` for this run: none in one process; distributed, the
+        executor, :attr:`comm`, the per-rank limit and :attr:`collectives`."""
+        return self.runner.execute_keywords(memory_limit=self.limit,
+                                            collectives=self.collectives)
 
     @property
     def limit(self) -> int | None:
@@ -83,4 +100,4 @@ class RunOptions:
                 "executor": self.executor, "gemm": self.gemm, "collectives": self.collectives}
 
 
-__all__ = ["EXECUTORS", "RunOptions", "check_backend", "check_executor"]
+__all__ = ["RunOptions", "check_backend", "check_executor"]

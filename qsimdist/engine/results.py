@@ -1,4 +1,5 @@
-"""What the amplitude entry points return: :class:`AmplitudeResult`."""
+"""What the amplitude entry points return: :class:`AmplitudeResult`, and :class:`PlanRun`
+(what :func:`qsimdist.run_plan` returns)."""
 
 from __future__ import annotations
 
@@ -133,3 +134,42 @@ class AmplitudeResult:
             ],
             "stats": self.stats,
         }
+
+
+@dataclass
+class PlanRun:
+    """A saved plan executed (:func:`qsimdist.run_plan`, ``qsimdist run``).
+
+    Attributes:
+        values: the result, flat, in the order of the plan's output indices (for a
+            circuit plan: the amplitudes of its bitstring pattern, in the order of
+            :func:`~qsimdist.frontends.iter_bitstrings`).
+        plan: the plan that ran (under MPI: rank 0's, as every rank received it).
+        stats: the plan's statistics; from a distributed run, on rank 0, also
+            ``"ranks"`` (each rank's measured bytes, peak and seconds) and ``"comm"``
+            (the collectives the run chose).
+        rank: this process's rank (0 in one process).
+    """
+
+    values: np.ndarray
+    plan: object
+    stats: dict = field(default_factory=dict)
+    rank: int = 0
+
+    @property
+    def pattern(self) -> str | None:
+        """The bitstring pattern the plan computes (``meta.bitstring``), if it has one."""
+        return self.plan.meta.get("bitstring")
+
+    def chunks(self, size: int = 1 << 12) -> Iterator[tuple[list[str], np.ndarray]]:
+        """(labels, values) in blocks of at most ``size``: the pattern's bitstrings, or the
+        flat index as a string for a plan without a pattern; memory bounded by one block."""
+        start = 0
+        if self.pattern:
+            blocks = bitstring_chunks(self.pattern, chunk=size)
+        else:
+            blocks = ([str(k) for k in range(a, min(a + size, self.values.size))]
+                      for a in range(0, self.values.size, size))
+        for labels in blocks:
+            yield labels, self.values[start:start + len(labels)]
+            start += len(labels)

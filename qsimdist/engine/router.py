@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidInputError, PlanError
+from ..executors.kinds import executor_kind
 from ..frontends import GateCircuit, amplitude_network
 from ..network import Network
 from .batching import BATCH_PLAN_SHARE, batches
@@ -456,7 +457,7 @@ def route_amplitudes(gc: GateCircuit, bits: list[str], *, order: str, dtype: str
     """
     if method not in METHODS:
         raise InvalidInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
-    if executor != "local":
+    if executor_kind(executor).distributed:
         if method == "statevector":
             raise InvalidInputError(
                 f"method 'statevector' runs in one process; executor {executor!r} takes "
@@ -512,7 +513,7 @@ def route_state_reading(gc: GateCircuit, *, what: str, dtype: str, budget: Memor
     answer off the full state (drawing the shots, or every term). ``what`` names the
     request in errors.
     """
-    if executor != "local":
+    if executor_kind(executor).distributed:
         if method == "statevector":
             raise InvalidInputError(
                 f"method 'statevector' runs in one process; executor {executor!r} takes "
@@ -570,7 +571,7 @@ def route_stabilizer(stabilizer_seconds: float, *, method: str, n_qubits: int, n
     if method == "stabilizer":
         return Route("stabilizer", "requested", executor=executor,
                      stabilizer_seconds=stabilizer_seconds)
-    if executor != "local":
+    if executor_kind(executor).distributed:
         return None
     statevector = (read_seconds if n_qubits <= MAX_STATEVECTOR_QUBITS and backend == "numpy"
                    else math.inf)
@@ -590,7 +591,7 @@ def prefer_stabilizer(route: Route, stabilizer_seconds: float | None,
     chosen without a price (the statevector did not fit); ``tn_extra_seconds``: what a
     tensor-network route pays beyond its contractions' price (drawing the shots, which
     the statevector's price holds already). A route under MPI is kept."""
-    if stabilizer_seconds is None or route.executor != "local":
+    if stabilizer_seconds is None or executor_kind(route.executor).distributed:
         return route
     rival = route.statevector_seconds if route.method == "statevector" else (
         route.tensor_network_seconds)

@@ -114,7 +114,8 @@ class Contractor:
         from .options import RunOptions
 
         self.options = RunOptions.resolve(dtype=dtype, memory_limit=memory_limit,
-                                          backend=backend, executor=executor, comm=comm)
+                                          backend=backend, executor=executor, profile=profile,
+                                          comm=comm)
         self.dtype = self.options.dtype
         self.budget = self.options.memory
         self.limit = self.budget.limit
@@ -122,7 +123,7 @@ class Contractor:
         self.backend = backend
         self.comm = self.options.comm
         self.profile = None
-        if executor == "mpi":
+        if self.options.distributed:
             from .coordination import profile_for
 
             self.profile = profile_for(profile or "local-cpu", self.limit)
@@ -155,26 +156,15 @@ class Contractor:
             net = simplify(net, DEFAULT_SEQUENCE, skip_cheap=False)
         from .cache import PLANS
 
-        if self.executor == "mpi":
-            # made unsliced on rank 0 and distributed for the profile's memory (every rank
-            # decides reuse alike: the per-rank limits may differ, the profile does not)
-            plan, reused = PLANS.get(net, dtype=self.dtype, limit=None,
-                                     path_options=path_options, executor="mpi",
-                                     profile=self.profile, comm=self.comm)
-        else:
-            from .amplitudes import check_plan_fits
-
-            plan, reused = PLANS.get(net, dtype=self.dtype, limit=self.limit,
-                                     path_options=path_options)
-            check_plan_fits(plan, self.budget)
+        # distributed: made unsliced on rank 0 and distributed for the profile's memory (every
+        # rank decides reuse alike: the per-rank limits may differ, the profile does not)
+        plan, reused = PLANS.plan_for(net, self.options, profile=self.profile,
+                                      path_options=path_options)
         if reused:
             self.stats.plans_reused += 1
         else:
             self.stats.plans_made += 1
-        options: dict = {}
-        if self.executor == "mpi":
-            options = {"comm": self.comm, "memory_limit": self.limit}
-        out = plan.execute(backend=self.backend, executor=self.executor, **options)
+        out = plan.execute(backend=self.backend, **self.options.execute_keywords())
         out = out.get() if hasattr(out, "get") else out
         self.stats.contractions += 1
         self.stats.predicted_flops += float(plan.stats.flops)
@@ -412,8 +402,7 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
         p = (_marginal_by_amplitudes(circuit, measured, contractor) if chosen == "marginal"
              else _marginal_doubled(circuit, measured, contractor))
         bits, probs = _draw_rows(p, u, m)
-    if contractor.executor == "mpi":
-        bits = contractor.comm.bcast(bits, root=0)
+    bits = contractor.options.runner.broadcast(bits)  # rank 0's draw on every rank
     after = contractor.stats
     _, cone = circuit.light_cone(measured)
     info = SampleInfo(
@@ -752,13 +741,9 @@ def _sample_rejection(circuit: GateCircuit, measured: list[int], shots: int,
 def _amplitudes_of(circuit: GateCircuit, labels: list[str], contractor: Contractor) -> np.ndarray:
     """Amplitudes of ``labels`` through :func:`qsimdist.amplitudes` (batched contractions)."""
     from .amplitudes import run_amplitudes
-    from .options import RunOptions
 
-    run = RunOptions.resolve(dtype=contractor.dtype,
-                             memory_limit="none" if contractor.limit is None else contractor.limit,
-                             executor=contractor.executor, profile=contractor.profile,
-                             comm=contractor.comm)
-    res = run_amplitudes(circuit, labels, run)
+    # the contractor's options whole (backend, memory budget, executor): never rebuilt
+    res = run_amplitudes(circuit, labels, contractor.options)
     contractor.stats.contractions += int(res.stats.get("contractions", 0))
     contractor.stats.predicted_flops += float(res.stats.get("flops", 0.0))
     return np.asarray(res.amplitudes, dtype=np.complex128)

@@ -6,6 +6,11 @@ Executors come from a registry (:mod:`qsimdist.planner.registry`, where
 plan, imported only when the executor is first used (so cupy and mpi4py load
 only where they are needed). Importing this package registers the built-in
 executors; ``import qsimdist`` imports it.
+
+What an executor means to its callers (runs over ranks or in one process, its
+rank, a broadcast from rank 0, how a plan is shared) is asked of its
+:class:`~qsimdist.executors.kinds.Executor` (:func:`executor_kind`,
+:func:`bind_executor`), never read from its name outside this package.
 """
 
 from __future__ import annotations
@@ -13,11 +18,22 @@ from __future__ import annotations
 import os
 
 from ..planner.registry import executors, get_executor, register_executor
+from .kinds import (
+    Executor,
+    LocalExecutor,
+    MPIExecutor,
+    bind_executor,
+    executor_kind,
+    executor_names,
+    register_executor_kind,
+)
 
-for _name in ("local", "mpi"):
-    if _name not in executors():  # a reload of this package registers nothing twice
-        register_executor(_name, f"qsimdist.executors.{_name}")
-del _name
+for _kind in (LocalExecutor, MPIExecutor):
+    if _kind.name not in executors():  # a reload of this package registers nothing twice
+        register_executor(_kind.name, f"qsimdist.executors.{_kind.name}")
+    if _kind.name not in executor_names():
+        register_executor_kind(_kind)
+del _kind
 
 
 def launched_under_mpi() -> bool:
@@ -34,12 +50,15 @@ def launched_under_mpi() -> bool:
     return False
 
 
-def resolve_executor(name: str) -> str:
-    """``name``, with ``"auto"`` read as ``"mpi"`` when started by mpiexec with several ranks."""
+def resolve_executor(name: str, comm=None) -> str:
+    """``name``, with ``"auto"`` read as ``"mpi"`` when a communicator ``comm`` is given or
+    when started by mpiexec with several ranks, else ``"local"`` (the one place ``"auto"``
+    is resolved)."""
     if name != "auto":
         return name
-    return "mpi" if launched_under_mpi() else "local"
+    return MPIExecutor.name if comm is not None or launched_under_mpi() else LocalExecutor.name
 
 
-__all__ = ["executors", "get_executor", "launched_under_mpi", "register_executor",
-           "resolve_executor"]
+__all__ = ["Executor", "LocalExecutor", "MPIExecutor", "bind_executor", "executor_kind",
+           "executor_names", "executors", "get_executor", "launched_under_mpi",
+           "register_executor", "register_executor_kind", "resolve_executor"]

@@ -59,6 +59,37 @@ def bcast_from_root(obj: Any, comm, root: int = 0) -> Any:
     return comm.bcast(obj, root=root)
 
 
+def agreed_error(name: str, text: str) -> QsimdistError:
+    """The error every rank raises for an error rank 0 met: its class by ``name`` (a
+    :class:`~qsimdist.errors.QsimdistError`, else ``ExecutionError``), marked collective."""
+    from .. import errors
+
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, QsimdistError)):
+        cls = errors.ExecutionError
+    return mark_collective(cls(text))
+
+
+def plan_on_root(build, comm):
+    """``build()`` on rank 0, broadcast as data, validated on every rank (a Plan); a failure
+    in ``build`` is raised on every rank as the same error (:func:`agreed_error`)."""
+    from ..planner.plan import Plan
+
+    payload = None
+    if comm.Get_rank() == 0:
+        try:
+            payload = ("plan", build().to_dict())
+        except QsimdistError as exc:
+            payload = ("error", type(exc).__name__, str(exc))
+        except Exception as exc:  # noqa: BLE001 - every rank must learn that planning failed
+            payload = ("error", "ExecutionError", f"planning failed on rank 0: "
+                       f"{type(exc).__name__}: {exc}")
+    payload = bcast_from_root(payload, comm)
+    if payload[0] == "error":
+        raise agreed_error(payload[1], payload[2])
+    return Plan.from_dict(payload[1], "broadcast plan")
+
+
 def barrier_sleeping(comm) -> None:
     """A barrier that waits with sleeps (every rank ends on it before leaving)."""
     wait_sleeping(comm.Ibarrier())

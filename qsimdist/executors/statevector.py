@@ -452,10 +452,11 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
                                 f"{', '.join(KERNELS)}")
     dt = np.dtype(dtype)
     state = _make_state(n_qubits, dt, gates, kernel)
-    # numpy's GEMMs run one thread per part of the state (matmul_in_parts), not BLAS's
-    threaded = type(state) is _State and (1 << n_qubits) >= PARALLEL_MIN_ELEMENTS \
-        and pass_threads() > 1
-    with blas_threads(1) if threaded else contextlib.nullcontext():
+    # numpy's GEMMs run one thread per part of the state (matmul_in_parts), not BLAS's;
+    # below PARALLEL_MIN_ELEMENTS a gate's GEMM is too small for threads to pay, and
+    # OpenBLAS's spinning threads made it vary 3-570 ms on a loaded 2-core host where one
+    # thread took 2-7 ms (MQT Bench's 12-qubit multiplier, 33 fused gates)
+    with blas_threads(1) if type(state) is _State else contextlib.nullcontext():
         cast: dict[int, tuple] = {}
         total = len(gates)
         for done, g in enumerate(gates, start=1):

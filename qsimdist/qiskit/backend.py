@@ -143,10 +143,8 @@ class QsimdistBackend(BackendV2):
                                       method=opts["method"], profile=opts["profile"])
         contractor = self._contractor(sampler_opts)
         seed = opts["seed_simulator"]
-        if seed is None:
-            seed = int(np.random.SeedSequence().entropy % (1 << 63))
-            if contractor.executor == "mpi":
-                seed = contractor.comm.bcast(seed, root=0)
+        if seed is None:  # rank 0's, on every rank
+            seed = contractor.options.runner.shared_seed()
         rng = np.random.default_rng(seed)
         results = []
         for circuit in circuits:

@@ -39,16 +39,15 @@ from qiskit.primitives.containers.estimator_pub import EstimatorPub
 
 from ..config import check_dtype
 from ..errors import ExecutionError, InvalidInputError, shorten
+from ..executors import bind_executor
 from ..engine.expectation import METHODS, ExpectationEngine, PauliTerm, parse_term
 from ..frontends.circuit import GateCircuit
 from ..frontends.qiskit_circuit import from_qiskit
 from ..planner.path import PathOptions
 from .dynamic import LoweredCircuit, lower_circuit, needs_lowering
 from .errors import qiskit_errors
-from .options import PrimitiveOptions, submit_job
+from .options import PrimitiveOptions, check_executor_choice, submit_job
 
-#: how plans run: ``auto`` is ``mpi`` when started by mpiexec with several ranks, else ``local``
-EXECUTOR_CHOICES = ("auto", "local", "mpi")
 BACKEND_CHOICES = ("numpy", "cupy")
 
 
@@ -93,10 +92,7 @@ class EstimatorOptions(PrimitiveOptions):
             raise InvalidInputError(
                 f"unknown backend {self.backend!r}; valid: {', '.join(BACKEND_CHOICES)}"
             )
-        if self.executor not in EXECUTOR_CHOICES:
-            raise InvalidInputError(
-                f"unknown executor {self.executor!r}; valid: {', '.join(EXECUTOR_CHOICES)}"
-            )
+        check_executor_choice(self.executor)
         if isinstance(self.path_options, dict):
             object.__setattr__(self, "path_options", PathOptions(**self.path_options))
 
@@ -193,9 +189,8 @@ class EstimatorV2(BaseEstimatorV2):
         without a seed, rank 0 picks one for all: every rank must draw the same
         branches of a circuit with resets, or their contractions would differ."""
         seed = self._seed
-        if seed is None and self.engine.executor == "mpi":
-            seed = int(np.random.SeedSequence().entropy % (1 << 63))
-            seed = self.engine.comm.bcast(seed, root=0)
+        if seed is None:
+            seed = bind_executor(self.engine.executor, self.engine.comm).shared_seed()
         return np.random.default_rng(seed)
 
     def _run_pub(self, pub: EstimatorPub) -> PubResult:

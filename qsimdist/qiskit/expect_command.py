@@ -67,7 +67,7 @@ def expect(
     P ranks and run distributed; rank 0 prints.
     """
     from ..errors import ExecutionError
-    from ..executors import launched_under_mpi
+    from ..executors import bind_executor, resolve_executor
     from ..engine.expectation import ExpectationEngine, expectation_values, parse_term
     from ..frontends import GateCircuit, load
 
@@ -85,12 +85,12 @@ def expect(
     labels = [label[::-1] for label in observable] if order == "natural" else list(observable)
     logger.info("%d observable(s) on %s: %d qubit(s), %d gate(s)", len(labels), circuit,
                 gc.n_qubits, len(gc.gates))
-    executor = "mpi" if launched_under_mpi() else "local"
+    executor = resolve_executor("auto")  # mpi under mpiexec with several ranks
     engine = ExpectationEngine(dtype=dtype, memory_limit=memory_limit, executor=executor,
                                profile=profile, backend=backend, method=method)
     values = expectation_values(gc, labels, engine=engine)
     logger.info("expectation values done: route %s", (engine.route or {}).get("method"))
-    if executor == "mpi" and engine.comm.Get_rank() != 0:
+    if bind_executor(executor, engine.comm).rank != 0:  # rank 0 prints
         return
     if not all(math.isfinite(v) for v in values):
         raise ExecutionError("a contraction returned a non-finite expectation value")

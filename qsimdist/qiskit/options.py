@@ -2,6 +2,27 @@
 
 from __future__ import annotations
 
+#: what the primitives' ``executor`` option takes beside the registered executors' names
+AUTO = "auto"
+
+
+def executor_choices() -> tuple[str, ...]:
+    """``auto`` and the registered executors (:func:`qsimdist.executors.executor_names`)."""
+    from ..executors import executor_names
+
+    return (AUTO, *executor_names())
+
+
+def check_executor_choice(executor) -> str:
+    """``executor`` if it is ``auto`` or a registered executor; else the one-line error."""
+    from ..errors import InvalidInputError, shorten
+
+    choices = executor_choices()
+    if not isinstance(executor, str) or executor not in choices:
+        raise InvalidInputError(
+            f"unknown executor {shorten(executor)}; valid: {', '.join(choices)}")
+    return executor
+
 
 class PrimitiveOptions:
     """Mixin for the frozen option dataclasses of :class:`SamplerV2` and :class:`EstimatorV2`.
@@ -28,13 +49,15 @@ class PrimitiveOptions:
 def submit_job(run, pubs: list, executor: str):
     """A submitted ``PrimitiveJob`` of ``run(pubs)``.
 
-    Under ``executor="mpi"`` every rank runs the pubs at once, on its main thread
-    and in the same order (collectives must not run on a job's worker thread);
-    the job then only hands the result over.
+    Under a distributed executor (``executor="mpi"``) every rank runs the pubs at once,
+    on its main thread and in the same order (collectives must not run on a job's worker
+    thread); the job then only hands the result over.
     """
     from qiskit.primitives import PrimitiveJob
 
-    if executor == "mpi":
+    from ..executors import executor_kind
+
+    if executor_kind(executor).distributed:
         result = run(pubs)
         job = PrimitiveJob(lambda: result)
     else:

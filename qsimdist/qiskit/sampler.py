@@ -34,7 +34,7 @@ from ..errors import InvalidInputError, shorten
 from ..engine.sampling import METHODS, Contractor, sample_bits
 from .dynamic import LoweredCircuit, lower_circuit
 from .errors import qiskit_errors
-from .options import PrimitiveOptions, submit_job
+from .options import PrimitiveOptions, check_executor_choice, submit_job
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,7 @@ class SamplerOptions(PrimitiveOptions):
         if self.method not in METHODS:
             raise InvalidInputError(
                 f"unknown sampling method {self.method!r}; valid: {', '.join(METHODS)}")
-        if self.executor not in ("auto", "local", "mpi"):
-            raise InvalidInputError(
-                f"unknown executor {self.executor!r}; valid: auto, local, mpi")
+        check_executor_choice(self.executor)
 
 
 class SamplerV2(BaseSamplerV2):
@@ -153,10 +151,8 @@ class SamplerV2(BaseSamplerV2):
         if isinstance(self._seed, np.random.Generator):
             return self._seed
         seed = self._seed
-        if seed is None:
-            seed = int(np.random.SeedSequence().entropy % (1 << 63))
-            if contractor.executor == "mpi":  # every rank draws the same numbers
-                seed = contractor.comm.bcast(seed, root=0)
+        if seed is None:  # every rank draws the same numbers
+            seed = contractor.options.runner.shared_seed()
         return np.random.default_rng(seed)
 
     def _run(self, pubs: list):
@@ -204,8 +200,10 @@ class SamplerV2(BaseSamplerV2):
         return SamplerPubResult(DataBin(**meas, shape=pub.shape), metadata=metadata)
 
     def _amplitudes(self, drawn: DrawnSample, contractor: Contractor) -> dict:
-        """``{bitstring over all qubits (qubit 0 rightmost): amplitude}`` of the drawn rows."""
-        import qsimdist
+        """``{bitstring over all qubits (qubit 0 rightmost): amplitude}`` of the drawn rows,
+        computed with the contractor's resolved options whole (backend, memory budget,
+        executor, profile): the amplitude pass runs where the shots were drawn."""
+        from ..engine.amplitudes import run_amplitudes
 
         gc, lowered, measured, bits = drawn.circuit, drawn.lowered, drawn.measured, drawn.bits
         n = gc.n_qubits
@@ -218,10 +216,7 @@ class SamplerV2(BaseSamplerV2):
             )
         rows = np.unique(bits, axis=0)
         labels = ["".join(str(int(b)) for b in row[::-1]) for row in rows]
-        res = qsimdist.amplitudes(
-            gc, labels, dtype=contractor.dtype,
-            memory_limit="none" if contractor.limit is None else contractor.limit,
-            executor=contractor.executor, profile=self._options.profile, comm=contractor.comm)
+        res = run_amplitudes(gc, labels, contractor.options)
         return {b: complex(res.get(b)) for b in labels}
 
 
