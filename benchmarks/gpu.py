@@ -210,30 +210,35 @@ def _host(x, xp):
 # ------------------------------------------------------------- cuTensorNet beside us
 
 
-def cutensornet_contenders(eq: str, arrays, path, sliced, xp, dry_run: bool, repeats: int):
-    """``{name: callable}`` contracting ``eq`` with cuTensorNet: along ``path`` (our path and
-    slicing) and along its own path; ``{}`` and the reason where cuquantum is absent. In a
-    dry run, cotengra's einsum along ``path`` stands in (no cuTensorNet on the CPU)."""
+def cutensornet_contenders(eq: str, arrays, path, sliced, xp, dry_run: bool):
+    """``({name: callable}, {name: why it did not run})`` contracting ``eq`` with
+    cuTensorNet: along ``path`` (our path and slicing) and along its own path. In a dry run,
+    cotengra's einsum along ``path`` stands in (there is no cuTensorNet on the CPU)."""
     if dry_run:
         import cotengra as ctg
 
         return {"cutensornet stand-in (cotengra einsum, same path)":
-                lambda: ctg.einsum(eq, *arrays, optimize=path)}, None
+                lambda: ctg.einsum(eq, *arrays, optimize=path)}, {}
     try:
         try:
             from cuquantum.tensornet import Network
         except ImportError:
             from cuquantum import Network
     except ImportError as exc:
-        return {}, f"cuquantum is not installed ({exc}): pip install cuquantum-python-cu12"
-    found = {}
+        return {}, {"cutensornet": f"cuquantum is not installed ({exc}): pip install "
+                                   "cuquantum-python-cu12"}
+    found, failed = {}, {}
     for label, optimize in (("cutensornet (same path)",
                              {"path": [tuple(p) for p in path],
                               **({"slicing": list(sliced)} if sliced else {})}),
                             ("cutensornet (own path)", {"samples": 8})):
-        net = Network(eq, *arrays)
-        net.contract_path(optimize=optimize)
-        net.autotune(iterations=3)
+        try:  # each variant on its own: one failing leaves the other measured
+            net = Network(eq, *arrays)
+            net.contract_path(optimize=optimize)
+            net.autotune(iterations=3)
+        except Exception as exc:  # noqa: BLE001 - cuTensorNet failing is a result
+            failed[label] = f"{type(exc).__name__}: {exc}"[:300]
+            continue
 
         def run(net=net):
             out = net.contract()
@@ -241,7 +246,7 @@ def cutensornet_contenders(eq: str, arrays, path, sliced, xp, dry_run: bool, rep
             return out
 
         found[label] = run
-    return found, None
+    return found, failed
 
 
 def same_path(label: str, source: Path, xp, backend: str, memory_limit: int | None,
@@ -280,12 +285,8 @@ def same_path(label: str, source: Path, xp, backend: str, memory_limit: int | No
             synchronize(xp)
             return r
         contenders[f"qsimdist gemm={mode}"] = run
-    skipped = None
-    try:
-        extra, skipped = cutensornet_contenders(tree.get_eq(), arrays, tree.get_path(),
-                                                tuple(tree.sliced_inds), xp, dry_run, repeats)
-    except Exception as exc:  # noqa: BLE001 - cuTensorNet failing is a result, not a crash
-        extra, skipped = {}, f"cuTensorNet failed: {type(exc).__name__}: {exc}"[:300]
+    extra, skipped = cutensornet_contenders(tree.get_eq(), arrays, tree.get_path(),
+                                            tuple(tree.sliced_inds), xp, dry_run)
     contenders.update(extra)
     times, results = interleaved(contenders, repeats)
     summ = ratio_summary(times, "qsimdist", "cotengra")
@@ -839,6 +840,8 @@ def _part_line(rec: dict) -> str:
                 f"({100 * c['fraction_of_ceiling']['qsimdist']:.0f}% of CGEMM)"
                 + "".join(f", {k} x{v['qsimdist_speedup_best']:.2f}"
                           for k, v in c["cutensornet"].items())
+                + "".join(f", {k} not run ({why[:80]})"
+                          for k, why in (c.get("cutensornet_skipped") or {}).items())
                 for c in rec["same_path"]]
         return f"{name:<12} " + "; ".join(bits or ["no case ran"])
     if name == "gemm":

@@ -19,7 +19,7 @@ __import__("logging").getLogger("qsimdist").addHandler(__import__("logging").Nul
 # registers the built-in executors that Plan.execute looks up (the planner never imports
 # them); light: the executors themselves load on first use
 from . import executors  # noqa: F401
-from .api import AmplitudeResult, amplitude, amplitudes, contract, plan
+from .api import AmplitudeResult, PlanRun, amplitude, amplitudes, contract, plan, run_plan
 from .errors import (
     BitstringError,
     CircuitParseError,
@@ -67,6 +67,7 @@ __all__ = [
     "PathOptions",
     "Plan",
     "PlanError",
+    "PlanRun",
     "QsimdistError",
     "UnsupportedInstructionError",
     "__version__",
@@ -76,5 +77,6 @@ __all__ = [
     "expectation_values",
     "load_network",
     "plan",
+    "run_plan",
     "save_network",
 ]

@@ -97,7 +97,7 @@ class Coordinator:
 
 def world():
     """``MPI.COMM_WORLD`` (imports mpi4py, which starts MPI)."""
-    from ..executors.mpi import mpi_module
+    from ..executors.kinds import mpi_module
 
     return mpi_module().COMM_WORLD
 

@@ -103,8 +103,6 @@ class MPIExecutor(Executor):
 
     def __init__(self, comm: Any = None) -> None:
         if comm is None:
-            from .mpi import mpi_module
-
             comm = mpi_module().COMM_WORLD  # imports mpi4py, which starts MPI
         super().__init__(comm)
 
@@ -129,6 +127,20 @@ class MPIExecutor(Executor):
 
     def execute_keywords(self, **ranks: Any) -> dict:
         return {"executor": self.name, "comm": self.comm, **ranks}
+
+
+def mpi_module():
+    """``mpi4py.MPI`` (importing it starts MPI); without mpi4py, the one-line error naming
+    the extra to install."""
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        from ..errors import MissingDependencyError
+
+        raise MissingDependencyError(
+            f"executor 'mpi' needs mpi4py ({exc}); install it with: pip install 'qsimdist[mpi]'"
+        ) from None
+    return MPI
 
 
 def register_executor_kind(kind: type[Executor]) -> type[Executor]:

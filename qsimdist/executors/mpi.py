@@ -57,7 +57,14 @@ from . import (
     launched_under_mpi,  # noqa: F401  (re-exported: older callers import it from here)
 )
 from .carry import Carry, slice_assignment
-from .comm import Collectives, MpiCollectives, check_comm_choice, choose_collectives
+from .comm import (
+    Collectives,
+    MpiCollectives,
+    check_comm_choice,
+    check_nccl_backend,
+    choose_collectives,
+)
+from .kinds import mpi_module  # the executor's kind starts MPI too: one home
 from .local import (
     BufferPool,
     accumulate,
@@ -262,18 +269,6 @@ def default_rank_limit(comm) -> int | None:
     from ..memory_limit import default_memory_limit
 
     return default_memory_limit(lambda: ranks_on_host(comm)).limit
-
-
-def mpi_module():
-    try:
-        from mpi4py import MPI
-    except ImportError as exc:
-        from ..errors import MissingDependencyError
-
-        raise MissingDependencyError(
-            f"executor 'mpi' needs mpi4py ({exc}); install it with: pip install 'qsimdist[mpi]'"
-        ) from None
-    return MPI
 
 
 def check_same_plan(comm, plan: Plan) -> str:
@@ -672,6 +667,7 @@ def execute(plan: Plan, backend: str = "numpy", progress=None, comm=None,
     if plan.network.arrays is None:
         raise InvalidInputError("this plan's network has no arrays; nothing to contract")
     check_comm_choice(collectives)
+    check_nccl_backend(collectives, backend)  # alike on every rank, before any collective
     MPI = mpi_module()
     comm = comm if comm is not None else MPI.COMM_WORLD
     nranks, rank = comm.Get_size(), comm.Get_rank()
