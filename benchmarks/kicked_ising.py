@@ -155,8 +155,16 @@ def run_child(contender: str, observable: str, theta: float, args) -> dict:
            "--steps", str(args.steps), "--child-out", out]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env)
+    timer = None
+    if args.timeout:  # a contender still running then is stopped, and the row says so
+        import threading
+
+        timer = threading.Timer(args.timeout, proc.kill)
+        timer.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
+    if timer is not None:
+        timer.cancel()
     proc.returncode = os.waitstatus_to_exitcode(status)
     try:
         got = json.loads(Path(out).read_text()) if proc.returncode == 0 else {}
@@ -165,6 +173,10 @@ def run_child(contender: str, observable: str, theta: float, args) -> dict:
     finally:
         Path(out).unlink(missing_ok=True)
     got.update(process_seconds=wall, peak_bytes=usage.ru_maxrss * 1024, rc=proc.returncode)
+    if args.timeout and proc.returncode != 0 and wall >= args.timeout:
+        got["unfinished_after_s"] = wall
+        print(f"{contender} {observable} theta {theta}: unfinished after {wall:.0f} s, stopped",
+              flush=True)
     return got
 
 
@@ -178,6 +190,8 @@ def main(argv=None) -> int:
     p.add_argument("--memory-limit", default=None, help="QSIMDIST_MEMORY_LIMIT for qsimdist")
     p.add_argument("--sum-z", action="store_true", help="also the sum of the 127 Z terms")
     p.add_argument("--only", choices=["qsimdist", "quimb"], default=None)
+    p.add_argument("--timeout", type=float, default=None,
+                   help="stop a contender's process after this many seconds")
     p.add_argument("--json", default=None)
     p.add_argument("--child", choices=["qsimdist", "quimb"], help=argparse.SUPPRESS)
     p.add_argument("--child-observable", help=argparse.SUPPRESS)

@@ -69,6 +69,28 @@ def check_order(order: str) -> str:
     return order
 
 
+def reorder_bits(bits, order: str) -> str:
+    """One character per qubit (a bitstring, a Pauli label), written in Qiskit's order
+    (qubit 0 rightmost), as ``order`` writes it.
+
+    The two orders are each other's mirror image, so the same call also reads a string
+    written in ``order`` back into Qiskit's order, and a row of 0/1 values indexed by
+    qubit (natural order) becomes a Qiskit-order bitstring with ``order="natural"``.
+    ``bits`` is a string or a sequence of 0/1 integers; a string is returned.
+
+    Raises:
+        InvalidInputError: ``order`` is not one of :data:`ORDERS`.
+    """
+    if not isinstance(bits, str):
+        bits = "".join(map(str, bits))
+    if order == "natural":
+        return bits[::-1]
+    if order == "qiskit":
+        return bits
+    check_order(order)  # raises with the valid names
+    return bits
+
+
 def parse_memory(value: str | int | float | None) -> int | None:
     """Parse a memory size such as ``8GiB``, ``500MB`` or ``1e9`` into bytes.
 

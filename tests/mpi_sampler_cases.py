@@ -41,20 +41,20 @@ def circuits():
 
 
 def run(executor: str) -> dict:
-    import qsimdist.engine.sampling as sampling
+    import qsimdist.engine.network_sampling as network_sampling
     from qsimdist.qiskit import SamplerV2
 
     out = {}
-    default = sampling.CHAIN_GROUP
+    default = network_sampling.CHAIN_GROUP
     for name, (qc, method) in circuits().items():
         # groups of 3: later groups batch many prefixes per contraction
-        sampling.CHAIN_GROUP = 3 if "groups_of_3" in name else default
+        network_sampling.CHAIN_GROUP = 3 if "groups_of_3" in name else default
         sampler = SamplerV2(seed=11, options={"executor": executor, "method": method,
                                               "dtype": "complex128"})
         res = sampler.run([qc], shots=400).result()[0]
         out[name] = {"bits": res.join_data().get_bitstrings(),
                      "method": res.metadata["sampling"]["method"]}
-    sampling.CHAIN_GROUP = default
+    network_sampling.CHAIN_GROUP = default
     return out
 
 

@@ -23,8 +23,9 @@ import qsimdist
 import qsimdist.engine.memory
 from qsimdist.cli import main
 from qsimdist.engine import MemoryBudget, RunOptions
+from qsimdist.engine.contractor import Contractor
 from qsimdist.engine.expectation import ExpectationEngine, expectation_values
-from qsimdist.engine.sampling import Contractor, sample_bits
+from qsimdist.engine.sampling import sample_bits
 from qsimdist.errors import InvalidInputError, MissingDependencyError, PlanError, ProfileError
 from qsimdist.qiskit import EstimatorV2, SamplerV2
 
@@ -309,7 +310,7 @@ def test_plan_cache_reuse_rule():
 @pytest.mark.parametrize("n", [1, 3, 7, 11])
 def test_pauli_terms_read_off_a_state_equal_the_operator_applied(n):
     """The merged-run, buffer-reusing reader equals applying each operator to the state."""
-    from qsimdist.engine.expectation import pauli_on_state, term_on_state
+    from qsimdist.engine.term_readers import pauli_on_state, term_on_state
 
     rng = np.random.default_rng(n)
     state = rng.normal(size=2**n) + 1j * rng.normal(size=2**n)
@@ -331,7 +332,8 @@ def test_qubit_wise_commuting_groups_are_read_together_exactly():
     term lands in one group, and each group's values (one change of basis, one marginal,
     its Z strings read by one GEMM with their sign vectors) equal Qiskit's
     Statevector.expectation_value for X, Y and Z strings."""
-    from qsimdist.engine.expectation import group_values, parse_term, qwc_groups
+    from qsimdist.engine.pauli_terms import parse_term, qwc_groups
+    from qsimdist.engine.term_readers import group_values
 
     n = 9
     sv = Statevector(random_circuit(n, 6, max_operands=2, seed=4))
@@ -366,7 +368,7 @@ def test_estimator_groups_terms_where_priced_cheaper(monkeypatch):
     from qsimdist.engine import expectation
     from qsimdist.qiskit import EstimatorV2
 
-    monkeypatch.setattr(expectation, "_one_pass_pays", lambda n, terms: False)
+    monkeypatch.setattr(expectation, "one_pass_pays", lambda n, terms: False)
     n = 14
     qc = random_circuit(n, 5, max_operands=2, seed=9)
     labels = []
@@ -487,7 +489,7 @@ def test_a_group_of_one_bitstring_is_contracted_closed():
 def test_z_string_values_equal_the_signed_sums(u):
     """Each Z string's value on a marginal, from the split sign vectors, equals the signed
     sum written out over every entry (odd and even widths, the empty string, every axis)."""
-    from qsimdist.engine.expectation import z_string_values
+    from qsimdist.engine.term_readers import z_string_values
 
     rng = np.random.default_rng(u)
     marginal = rng.random((2,) * u)
@@ -506,7 +508,7 @@ def test_grouping_search_covers_every_term_once_and_never_prices_above_the_greed
     """The reading plan tries shuffled greedy groupings beside the heaviest-first one: each
     term is read exactly once, every group is qubit-wise commuting, and the plan's
     predicted seconds are at most the heaviest-first grouping's."""
-    from qsimdist.engine import expectation as E
+    from qsimdist.engine import pauli_terms as E
     from qsimdist.engine.router import TERM_SECONDS_PER_ELEMENT
 
     n = 22
@@ -518,7 +520,7 @@ def test_grouping_search_covers_every_term_once_and_never_prices_above_the_greed
             s[q] = "XYZ"[int(rng.integers(3))]
         labels.append("".join(reversed(s)))
     terms = [E.parse_term(lb, n) for lb in labels]
-    plan = E._numpy_reading_plan(n, terms)
+    plan = E.numpy_reading_plan(n, terms)
     assert sorted(i for members, _, _ in plan for i in members) == list(range(len(terms)))
     for members, basis, _ in plan:
         if basis is not None:
@@ -530,7 +532,7 @@ def test_grouping_search_covers_every_term_once_and_never_prices_above_the_greed
     assert sum(s for *_, s in plan) <= greedy * (1 + 1e-12)
     # handed-out copies: changing one does not change the next answer
     plan[0][0].append(999)
-    assert 999 not in E._numpy_reading_plan(n, terms)[0][0]
+    assert 999 not in E.numpy_reading_plan(n, terms)[0][0]
 
 
 @pytest.mark.parametrize("size,dtype", [(1 << 10, "complex128"), (1 << 19, "complex128"),
@@ -556,7 +558,7 @@ def test_chain_prices_its_plan_searches_until_its_structure_has_run(tmp_path, mo
     and the record is the structure's: another circuit's chain is still priced cold."""
     from qiskit.circuit.random import random_circuit
 
-    from qsimdist.engine import sampling
+    from qsimdist.engine import network_sampling, sampling
     from qsimdist.frontends.qiskit_circuit import from_qiskit
 
     monkeypatch.setenv("QSIMDIST_CACHE_DIR", str(tmp_path))
@@ -568,21 +570,21 @@ def test_chain_prices_its_plan_searches_until_its_structure_has_run(tmp_path, mo
     gc, other = lowered(1), lowered(2)
     measured = list(range(10))
     notes: dict = {}
-    cold = sampling.tn_sampling_seconds(gc, measured, 500, "chain", notes)
+    cold = network_sampling.tn_sampling_seconds(gc, measured, 500, "chain", notes)
     structures = notes["chain_plans_priced"]
-    assert structures >= 2 and not sampling.chain_planned(gc, measured)
-    contractor = sampling.Contractor(dtype="complex128")
+    assert structures >= 2 and not network_sampling.chain_planned(gc, measured)
+    contractor = Contractor(dtype="complex128")
     bits, info, _ = sampling.sample_bits(gc, measured, 500, np.random.default_rng(0),
                                          contractor, method="chain")
     assert bits.shape == (500, 10) and info.method == "chain"
-    assert sampling.chain_planned(gc, measured)
+    assert network_sampling.chain_planned(gc, measured)
     warm_notes: dict = {}
-    warm = sampling.tn_sampling_seconds(gc, measured, 500, "chain", warm_notes)
+    warm = network_sampling.tn_sampling_seconds(gc, measured, 500, "chain", warm_notes)
     assert "chain_plans_priced" not in warm_notes
-    assert cold - warm == pytest.approx(structures * sampling.CHAIN_PLAN_SECONDS)
-    assert not sampling.chain_planned(other, measured)
+    assert cold - warm == pytest.approx(structures * network_sampling.CHAIN_PLAN_SECONDS)
+    assert not network_sampling.chain_planned(other, measured)
     other_notes: dict = {}
-    sampling.tn_sampling_seconds(other, measured, 500, "chain", other_notes)
+    network_sampling.tn_sampling_seconds(other, measured, 500, "chain", other_notes)
     assert other_notes["chain_plans_priced"] >= 2
 
 
@@ -590,16 +592,16 @@ def test_chain_prices_its_plan_searches_until_its_structure_has_run(tmp_path, mo
 def test_z_strings_on_state_equal_qiskit_in_one_pass(n, dtype, monkeypatch):
     """Every Z string at once from |s|^2 (odd and even widths, blocks smaller than the
     state, complex64 summed in float64) equals Qiskit's Statevector.expectation_value."""
-    from qsimdist.engine import expectation
+    from qsimdist.engine import term_readers
 
-    monkeypatch.setattr(expectation, "Z_STRING_BLOCK", 1 << 4)
+    monkeypatch.setattr(term_readers, "Z_STRING_BLOCK", 1 << 4)
     sv = Statevector(random_circuit(n, 4, max_operands=2, seed=n))
     rng = np.random.default_rng(n)
     qubit_lists = [list(range(n))] + [
         sorted(rng.choice(n, int(rng.integers(1, n + 1)), replace=False).tolist())
         for _ in range(8)]
     state = np.asarray(sv.data).astype(dtype)
-    got = expectation.z_strings_on_state(state, qubit_lists)
+    got = term_readers.z_strings_on_state(state, qubit_lists)
     for qs, value in zip(qubit_lists, got):
         label = "".join("Z" if q in qs else "I" for q in reversed(range(n)))
         want = sv.expectation_value(SparsePauliOp(label)).real
@@ -611,10 +613,10 @@ def test_diagonal_terms_on_state_equal_projector_sums(n, monkeypatch):
     """Terms of Z and the projectors 0 and 1 (a dynamic circuit's branch probabilities and
     its terms on one branch) in one pass equal the sum of |s|^2 over the basis states,
     each weighted by its signs and projections."""
-    from qsimdist.engine import expectation
-    from qsimdist.engine.expectation import PauliTerm
+    from qsimdist.engine import term_readers
+    from qsimdist.engine.pauli_terms import PauliTerm
 
-    monkeypatch.setattr(expectation, "Z_STRING_BLOCK", 1 << 3)
+    monkeypatch.setattr(term_readers, "Z_STRING_BLOCK", 1 << 3)
     state = np.asarray(Statevector(random_circuit(n, 4, max_operands=2, seed=n + 20)).data)
     p = np.abs(state) ** 2
     rng = np.random.default_rng(n)
@@ -622,7 +624,7 @@ def test_diagonal_terms_on_state_equal_projector_sums(n, monkeypatch):
     for _ in range(10):
         qubits = sorted(rng.choice(n, int(rng.integers(1, n + 1)), replace=False).tolist())
         terms.append(PauliTerm(tuple(qubits), "".join(rng.choice(list("Z01"), len(qubits)))))
-    got = expectation.diagonal_terms_on_state(state, terms)
+    got = term_readers.diagonal_terms_on_state(state, terms)
     for term, value in zip(terms, got):
         want = 0.0
         for k in range(1 << n):
@@ -655,9 +657,9 @@ def test_dynamic_estimator_reads_one_state_per_binding():
         qc.h(3)
     obs = [SparsePauliOp(label) for label in ("ZIII", "IZII", "ZZII", "XIII", "IIIZ")]
     calls = []
-    from qsimdist.engine import router
+    from qsimdist.engine import statevector_run
 
-    real = router.final_state
+    real = statevector_run.final_state
 
     def counting(*args, **kwargs):
         calls.append(1)
@@ -665,7 +667,7 @@ def test_dynamic_estimator_reads_one_state_per_binding():
 
     import unittest.mock as mock
 
-    with mock.patch.object(router, "final_state", counting):
+    with mock.patch.object(statevector_run, "final_state", counting):
         res = EstimatorV2(seed=5, options={"method": "statevector"}).run(
             [(qc, obs)]).result()[0]
     assert len(calls) == 1
@@ -691,7 +693,7 @@ def test_estimator_reads_z_strings_together_on_both_readers(monkeypatch):
     obs = [SparsePauliOp(lb) for lb in labels]
     want = StatevectorEstimator().run([(qc, obs)]).result()[0].data.evs
     for one_pass in (True, False):
-        monkeypatch.setattr(expectation, "_one_pass_pays", lambda n, terms: one_pass)
+        monkeypatch.setattr(expectation, "one_pass_pays", lambda n, terms: one_pass)
         est = EstimatorV2(options={"method": "statevector"})
         res = est.run([(qc, obs)]).result()[0]
         assert np.allclose(res.data.evs, want, atol=1e-10), one_pass

@@ -15,12 +15,8 @@ from qiskit import QuantumCircuit
 from qiskit.quantum_info import Pauli, SparsePauliOp, Statevector
 
 from qsimdist.engine.doubled import DoubledCircuit, diagonal_light_cone
-from qsimdist.engine.expectation import (
-    SINGLE_QUBIT_OPERATORS,
-    ExpectationEngine,
-    expectation_values,
-    parse_term,
-)
+from qsimdist.engine.expectation import ExpectationEngine, expectation_values
+from qsimdist.engine.pauli_terms import SINGLE_QUBIT_OPERATORS, parse_term
 from qsimdist.errors import PlanError
 from qsimdist.frontends import load
 from qsimdist.qiskit import EstimatorV2

@@ -4,6 +4,7 @@ slicing and the loop-kernel constants, each checked against an independent defin
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import cotengra as ctg
 import numpy as np
@@ -130,6 +131,67 @@ def test_the_old_copies_are_gone():
         for name in names:
             assert not hasattr(module, name), f"{module.__name__}.{name} is back"
     assert sampling.fuse_single_qubit_gates is fuse_single_qubit_gates  # imported, not copied
+
+
+#: most lines a module of qsimdist/engine/ may hold (issue 44: one job per module)
+ENGINE_MODULE_MAX_LINES = 600
+
+
+def test_no_engine_module_exceeds_600_lines():
+    """Every module of qsimdist/engine/ holds at most 600 lines (issue 44 split
+    expectation.py, 1,239 lines, and sampling.py, 749, by job)."""
+    import qsimdist.engine
+
+    folder = Path(qsimdist.engine.__file__).parent
+    sizes = {p.name: len(p.read_text().splitlines()) for p in folder.glob("*.py")}
+    assert {"router.py", "expectation.py", "sampling.py"} <= set(sizes)
+    over = {name: n for name, n in sizes.items() if n > ENGINE_MODULE_MAX_LINES}
+    assert not over, f"engine modules over {ENGINE_MODULE_MAX_LINES} lines: {over}"
+
+
+def test_the_router_only_prices():
+    """The statevector engine's run lives in engine/statevector_run.py: the router neither
+    defines it nor imports a simulator (no re-export left behind), and every reader of the
+    state imports it from its home."""
+    import ast
+
+    import qsimdist.engine.router as router
+    import qsimdist.engine.statevector_run as statevector_run
+
+    assert callable(statevector_run.final_state)
+    assert not hasattr(router, "final_state") and "final_state" not in router.__all__
+    folder = Path(router.__file__).parent
+    imported = {(node.module, a.name)
+                for node in ast.walk(ast.parse((folder / "router.py").read_text()))
+                if isinstance(node, ast.ImportFrom) for a in node.names}
+    assert not any(name == "simulate" for _, name in imported), imported
+    for reader in ("amplitudes.py", "sampling.py", "state_sampling.py", "expectation.py"):
+        text = (folder / reader).read_text()
+        assert "from .router import final_state" not in text, reader
+    users = [p.name for p in folder.glob("*.py")
+             if "from .statevector_run import final_state" in p.read_text()]
+    assert sorted(users) == ["amplitudes.py", "expectation.py", "state_sampling.py"], users
+
+
+def test_bit_order_has_one_helper():
+    """config.reorder_bits is the one bit-order reversal: Qiskit's order to natural and back
+    (strings, labels and rows of 0/1 indexed by qubit), unknown orders refused; the engine
+    and the Qiskit doors no longer reverse strings by hand."""
+    import qsimdist
+    from qsimdist.config import reorder_bits
+    from qsimdist.errors import InvalidInputError
+
+    assert reorder_bits("0011", "natural") == "1100"
+    assert reorder_bits("0011", "qiskit") == "0011"
+    assert reorder_bits(reorder_bits("XYZI", "natural"), "natural") == "XYZI"
+    assert reorder_bits([1, 0, 0], "natural") == "001"  # qubit 0 is 1: rightmost in Qiskit's
+    assert reorder_bits(np.array([1, 1, 0], np.uint8).tolist(), "qiskit") == "110"
+    with pytest.raises(InvalidInputError, match="valid: qiskit, natural"):
+        reorder_bits("01", "big")
+    root = Path(qsimdist.__file__).parent
+    by_hand = [str(p.relative_to(root)) for folder in ("engine", "qiskit")
+               for p in (root / folder).glob("*.py") if "[::-1]" in p.read_text()]
+    assert not by_hand, by_hand
 
 
 # --------------------------------------------------------------------------- fusion

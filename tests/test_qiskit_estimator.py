@@ -26,11 +26,8 @@ from qiskit.primitives import StatevectorEstimator
 from qiskit.quantum_info import Pauli, SparsePauliOp, Statevector, random_unitary
 
 from qsimdist.cli import main
-from qsimdist.engine.expectation import (
-    ExpectationEngine,
-    expectation_values,
-    parse_term,
-)
+from qsimdist.engine.expectation import ExpectationEngine, expectation_values
+from qsimdist.engine.pauli_terms import parse_term
 from qsimdist.errors import InvalidInputError, UnsupportedInstructionError
 from qsimdist.frontends import GateCircuit, load
 from qsimdist.frontends.fusion import fuse_into_neighbours

@@ -288,9 +288,9 @@ def test_frugal_rejection_sampling_matches_exact():
 def test_chain_with_batched_prefixes_matches_exact(monkeypatch):
     """Groups of 3 over 11 qubits: later groups batch many distinct prefixes per contraction
     (the fixed-structure path with gates split at their operator-Schmidt rank)."""
-    import qsimdist.engine.sampling as sampling
+    import qsimdist.engine.network_sampling as network_sampling
 
-    monkeypatch.setattr(sampling, "CHAIN_GROUP", 3)
+    monkeypatch.setattr(network_sampling, "CHAIN_GROUP", 3)
     qc = random_circuit(11, 4, max_operands=2, seed=31, measure=False)
     pv = Statevector(qc).probabilities()
     probs = {format(i, "011b"): float(p) for i, p in enumerate(pv) if p > 1e-14}

@@ -1,7 +1,7 @@
 """A CuPy request reaches the sampler's amplitude pass with ``backend`` intact (issue 44).
 
 The sampler resolves its options once (:class:`~qsimdist.engine.options.RunOptions`, held
-by its :class:`~qsimdist.engine.sampling.Contractor`); the amplitude pass
+by its :class:`~qsimdist.engine.contractor.Contractor`); the amplitude pass
 (``return_amplitudes``, and the amplitudes behind ``method="rejection"``) takes those
 options whole instead of rebuilding them from the limit and the executor, which dropped
 ``backend`` and ran the pass on NumPy. No GPU here: ``backend="cupy"`` resolves to the

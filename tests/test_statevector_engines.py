@@ -147,7 +147,7 @@ def test_estimator_reads_terms_with_either_reader(one_pass, monkeypatch):
     from qsimdist.engine import expectation
     from qsimdist.qiskit import EstimatorV2
 
-    monkeypatch.setattr(expectation, "_one_pass_pays", lambda n, terms: one_pass)
+    monkeypatch.setattr(expectation, "one_pass_pays", lambda n, terms: one_pass)
     n = 16
     qc = random_circuit(n, 5, max_operands=2, seed=8)
     rng = np.random.default_rng(2)
@@ -305,7 +305,8 @@ def test_swaps_taken_out_as_relabellings_give_the_same_state(kernel):
     from qiskit.circuit.random import random_circuit
     from qiskit.quantum_info import Statevector
 
-    from qsimdist.engine.router import Route, final_state
+    from qsimdist.engine.router import Route
+    from qsimdist.engine.statevector_run import final_state
     from qsimdist.frontends.fusion import absorb_swaps
     from qsimdist.frontends.qiskit_circuit import from_qiskit
 

@@ -34,8 +34,14 @@ from .cache import PLANS
 from .memory import MemoryBudget, check_fits, check_plan_fits
 from .options import RunOptions
 from .results import AmplitudeResult
-from .router import (CircuitCache, Route, circuit_cache, contraction_price, fuse_for_network,
-                     route_amplitudes)
+from .router import (
+    CircuitCache,
+    Route,
+    circuit_cache,
+    contraction_price,
+    fuse_for_network,
+    route_amplitudes,
+)
 
 
 def load_circuit(source) -> GateCircuit:
@@ -140,10 +146,10 @@ def statevector_amplitudes(gc: GateCircuit, bitstrings: list[str], order: str, d
                             cache: CircuitCache | None = None) -> AmplitudeResult:
     """Every requested amplitude read from the full state (fused gates applied in order;
     ``cache``: the router's, whose fusion structure is reused)."""
-    from .router import final_state
     from ..executors.statevector import bitstring_amplitudes, pattern_amplitudes
     from ..frontends import open_qubits
     from ..frontends.fusion import fusion_info, statevector_flops
+    from .statevector_run import final_state
 
     t0 = time.perf_counter()
     width = route.fusion_width or 4

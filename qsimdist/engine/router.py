@@ -7,7 +7,7 @@ Engines:
   amplitudes, the measured qubits' marginal to draw shots from (its cost does
   not grow with the shots), Pauli terms' values;
 * the tensor-network methods (local), each priced by its own module
-  (amplitude batches here; :mod:`qsimdist.engine.sampling` and
+  (amplitude batches here; :mod:`qsimdist.engine.network_sampling` and
   :mod:`qsimdist.engine.expectation` for theirs) in the same unit, predicted seconds;
 * ``stabilizer``: a Clifford circuit on stim's tableau / frame simulators
   (:mod:`qsimdist.engine.stabilizer`, priced there by ``stabilizer_seconds``:
@@ -22,6 +22,10 @@ The statevector engine is taken only where the state and its workspace fit a
 quarter of the memory budget (the reserve a batch qsimdist chooses keeps) and
 the array backend is numpy. Every result's metadata carries the
 :class:`Route` it took (``to_dict()``), predictions labelled as such.
+
+The router only prices: the statevector route runs in
+:mod:`qsimdist.engine.statevector_run`, the readers of the state in the
+modules of the request (amplitudes, sampling, expectation values).
 """
 
 from __future__ import annotations
@@ -156,9 +160,10 @@ class CircuitCache:
     (:func:`fuse_for_network`) and that fusion's block structure (counted for
     the route's floor before anything is fused), and the contraction price of each
     pattern (:func:`contraction_price`, per bit order). The statevector side: the fusion
-    block structures the router priced, per width, which :func:`final_state`
-    fuses from at the chosen width. Tied to one circuit (:func:`circuit_cache`
-    makes a fresh one for any other); the circuit must not change while it is in use.
+    block structures the router priced, per width, which
+    :func:`~qsimdist.engine.statevector_run.final_state` fuses from at the chosen width.
+    Tied to one circuit (:func:`circuit_cache` makes a fresh one for any other); the
+    circuit must not change while it is in use.
     """
 
     def __init__(self, gc: GateCircuit) -> None:
@@ -254,7 +259,7 @@ def network_gates_at_least(gc: GateCircuit, cache: CircuitCache | None = None) -
 
 
 #: seconds per state element per Pauli factor read off the state (the copy-and-add kernel
-#: of :func:`qsimdist.engine.expectation.term_on_state`: about one dense pass per factor,
+#: of :func:`qsimdist.engine.term_readers.term_on_state`: about one dense pass per factor,
 #: plus the product)
 TERM_SECONDS_PER_ELEMENT = 2.0e-9
 #: seconds per state element per Pauli string read by the compiled blocked kernel, every
@@ -397,42 +402,6 @@ def statevector_engine(gc: GateCircuit, dtype: str, width: int, seconds: float,
     if choice == "qsim" or qsim < seconds:
         return "qsim", FUSED_GATE_QUBITS, qsim
     return "qsimdist", width, seconds
-
-
-def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None,
-                work: dict | None = None, cache: CircuitCache | None = None):
-    """The statevector engine's run: ``gc`` fused at the route's width, applied to ``|0...0>``.
-
-    Returns ``(state, fused circuit, seconds spent fusing)``; the state is flat in
-    Qiskit's order (:func:`qsimdist.executors.statevector.simulate`, which puts its
-    spare buffer in ``work``). ``cache``: the router's, whose block structure at the
-    route's width is fused from where the circuit has no SWAP to relabel.
-    """
-    import time
-
-    from ..executors.statevector import simulate
-    from ..frontends.fusion import absorb_swaps, diagonal_flags, fuse
-
-    t0 = time.perf_counter()
-    if route.engine == "qsim":
-        from ..executors import qsim_engine
-
-        fused = fuse(gc, route.fusion_width or 4, keep_diagonal=False, progress=progress)
-        return qsim_engine.simulate(gc.n_qubits, fused.gates, fused.global_phase), fused, \
-            time.perf_counter() - t0
-    # qsimdist's kernels track which qubit sits on which axis: a SWAP is a relabelling
-    sv = gc.statevector_form()  # multi-controlled gates kept whole
-    relabelled, logical = absorb_swaps(sv)
-    width = route.fusion_width or 4
-    blocks = None
-    if cache is not None and cache.gc is gc and relabelled is sv:
-        blocks = cache.statevector_blocks.get(width)
-    fused = fuse(relabelled, width, keep_diagonal=False, progress=progress, blocks=blocks)
-    fuse_seconds = time.perf_counter() - t0
-    state = simulate(gc.n_qubits, fused.gates, fused.global_phase, dtype,
-                     diagonal=diagonal_flags(fused), progress=progress,
-                     kernel=route.kernel or "auto", work=work, logical=logical)
-    return state, fused, fuse_seconds
 
 
 def _int(x: float) -> int | None:
@@ -611,7 +580,6 @@ __all__ = [
     "CircuitCache",
     "circuit_cache",
     "contraction_price",
-    "final_state",
     "METHODS",
     "Route",
     "fuse_for_network",

@@ -337,7 +337,7 @@ _PROJECTORS = {"0": ("z", False), "1": ("z", True), "+": ("x", False), "-": ("x"
 def term_values(sc: StabilizerCircuit, terms: Sequence, live: Sequence[int],
                 values: np.ndarray) -> None:
     """``values[i] = <psi|term_i|psi>`` for each ``i`` in ``live`` (terms are
-    :class:`~qsimdist.engine.expectation.PauliTerm`: Paulis and projectors), exactly."""
+    :class:`~qsimdist.engine.pauli_terms.PauliTerm`: Paulis and projectors), exactly."""
     import stim
 
     sim = sc.tableau_simulator()
@@ -465,7 +465,7 @@ def _fit() -> None:  # pragma: no cover - a measurement, run by hand
     """Print measured seconds beside :func:`stabilizer_seconds` for GHZ circuits (each
     twice: the first of n=24 includes importing stim)."""
     import time
-    from types import SimpleNamespace as PauliTerm  # qubits, ops (as engine.expectation's)
+    from types import SimpleNamespace as PauliTerm  # qubits, ops (as engine.pauli_terms')
 
     h = np.array([[1, 1], [1, -1]], dtype=complex) / math.sqrt(2)
     cx = np.eye(4, dtype=complex)[[0, 1, 3, 2]]

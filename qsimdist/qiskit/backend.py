@@ -88,7 +88,7 @@ class QsimdistBackend(BackendV2):
 
     def _contractor(self, opts: SamplerOptions):
         """One Contractor per (dtype, memory limit, executor, profile): plans live across runs."""
-        from ..engine.sampling import Contractor
+        from ..engine.contractor import Contractor
 
         key = (opts.dtype, str(opts.memory_limit), opts.resolved_executor(), str(opts.profile))
         found = self._contractors.get(key)

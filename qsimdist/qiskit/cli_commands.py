@@ -28,7 +28,7 @@ from ..commands.common import (
     ProfileOpt,
     check_profile,
 )
-from ..config import check_order
+from ..config import check_order, reorder_bits
 from ..errors import InvalidInputError
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def sample(
     info = result.metadata["sampling"]
     logger.info("sampled: method %s, %d contraction(s)", info["method"], info["contractions"])
     if order == "natural":  # character i is classical bit i
-        counts = {bits[::-1]: count for bits, count in counts.items()}
+        counts = {reorder_bits(bits, order): count for bits, count in counts.items()}
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and mpi.COMM_WORLD.Get_rank() != 0:
         return

@@ -38,9 +38,10 @@ from qiskit.primitives import BaseEstimatorV2, DataBin, PrimitiveJob, PrimitiveR
 from qiskit.primitives.containers.estimator_pub import EstimatorPub
 
 from ..config import check_dtype
+from ..engine.expectation import METHODS, ExpectationEngine
+from ..engine.pauli_terms import PauliTerm, parse_term
 from ..errors import ExecutionError, InvalidInputError, shorten
 from ..executors import bind_executor
-from ..engine.expectation import METHODS, ExpectationEngine, PauliTerm, parse_term
 from ..frontends.circuit import GateCircuit
 from ..frontends.qiskit_circuit import from_qiskit
 from ..planner.path import PathOptions

@@ -28,7 +28,7 @@ from ..commands.common import (
     ProfileOpt,
     check_profile,
 )
-from ..config import check_order
+from ..config import check_order, reorder_bits
 from ..errors import InvalidInputError
 
 logger = logging.getLogger(__name__)
@@ -66,9 +66,10 @@ def expect(
     backward light cone. Under 'mpiexec -n P' the plans are made on rank 0 for
     P ranks and run distributed; rank 0 prints.
     """
+    from ..engine.expectation import ExpectationEngine, expectation_values
+    from ..engine.pauli_terms import parse_term
     from ..errors import ExecutionError
     from ..executors import bind_executor, resolve_executor
-    from ..engine.expectation import ExpectationEngine, expectation_values, parse_term
     from ..frontends import GateCircuit, load
 
     check_order(order)
@@ -82,7 +83,7 @@ def expect(
     for label in observable:
         parse_term(label, gc.n_qubits)  # every label is checked before any contraction
     # the engine reads labels in Qiskit's order; natural order is its mirror image
-    labels = [label[::-1] for label in observable] if order == "natural" else list(observable)
+    labels = [reorder_bits(label, order) for label in observable]
     logger.info("%d observable(s) on %s: %d qubit(s), %d gate(s)", len(labels), circuit,
                 gc.n_qubits, len(gc.gates))
     executor = resolve_executor("auto")  # mpi under mpiexec with several ranks

@@ -28,10 +28,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from qiskit.primitives import BaseSamplerV2
+from qiskit.primitives import BaseSamplerV2, BitArray
 
+from ..config import reorder_bits
+from ..engine.contractor import Contractor
+from ..engine.sampling import METHODS, sample_bits
 from ..errors import InvalidInputError, shorten
-from ..engine.sampling import METHODS, Contractor, sample_bits
 from .dynamic import LoweredCircuit, lower_circuit
 from .errors import qiskit_errors
 from .options import PrimitiveOptions, check_executor_choice, submit_job
@@ -165,7 +167,7 @@ class SamplerV2(BaseSamplerV2):
         return PrimitiveResult(results, metadata={"version": 2})
 
     def _run_pub(self, pub, rng: np.random.Generator, contractor: Contractor):
-        from qiskit.primitives import BitArray, DataBin, SamplerPubResult
+        from qiskit.primitives import DataBin, SamplerPubResult
 
         circuit = pub.circuit
         registers = list(circuit.cregs)
@@ -215,7 +217,7 @@ class SamplerV2(BaseSamplerV2):
                 "an amplitude of a partial or non-unitary measurement is undefined"
             )
         rows = np.unique(bits, axis=0)
-        labels = ["".join(str(int(b)) for b in row[::-1]) for row in rows]
+        labels = [reorder_bits(row, "natural") for row in rows.tolist()]  # qubit 0 rightmost
         res = run_amplitudes(gc, labels, contractor.options)
         return {b: complex(res.get(b)) for b in labels}
 
@@ -278,12 +280,9 @@ def sample_circuit(circuit, shots: int, rng: np.random.Generator, contractor: Co
 
 
 def _pack(clbits: np.ndarray, cols: list[int]) -> np.ndarray:
-    """Shots x bytes, big-endian, as Qiskit's BitArray holds a register of the given clbits."""
-    k = len(cols)
-    ordered = clbits[:, cols[::-1]] if k else np.zeros((clbits.shape[0], 0), np.uint8)
-    pad = -k % 8
-    ordered = np.pad(ordered, ((0, 0), (pad, 0)))
-    return np.packbits(ordered, axis=-1)
+    """Shots x bytes, big-endian, as Qiskit's BitArray holds a register of the given clbits
+    (``cols[0]`` the register's bit 0, its least significant)."""
+    return BitArray.from_bool_array(clbits[:, cols], order="little").array
 
 
 def _summary(infos: list) -> dict:
