@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> dict:
     arrays = [np.asarray(a, dtype=plan.dtype) for a in net.arrays]
     untiled = None
     if args.untiled:
-        from qsimdist.planner.lifetime import LocalCosts
+        from qsimdist.hardware.costs import LocalCosts
         from qsimdist.planner.plan import build_plan
 
         untiled = build_plan(net, plan.path, plan.sliced, plan.dtype,

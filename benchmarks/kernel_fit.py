@@ -142,7 +142,7 @@ def fit(rows: list[dict]) -> dict:
     """Least-squares (log time) fit of the tiled and loop constants."""
     from scipy.optimize import least_squares
 
-    from qsimdist.planner.lifetime import LocalCosts
+    from qsimdist.hardware.costs import LocalCosts
 
     f = np.array([_features(r) for r in rows], dtype=float)
     t_tiled = np.array([r["tiled"] for r in rows])

@@ -5,8 +5,8 @@ at or above ``LOW_BITS``), :func:`~qsimdist.executors.sv_kernels.swap_bits` (two
 :func:`~qsimdist.executors.sv_kernels.pauli_expectations` (20 strings of weight 3-4 on
 random qubits, read together; the time per string) on ``2^n`` states, the median of
 ``--repeats`` calls after one untimed call. The statevector cost model's
-``COMPILED_*`` constants (``qsimdist.frontends.fusion``) and the router's
-``PAULI_PASS_SECONDS_PER_ELEMENT`` are fitted to these numbers. Run::
+``COMPILED_*`` constants and ``PAULI_PASS_SECONDS_PER_ELEMENT`` (both in
+``qsimdist.hardware.costs``) are fitted to these numbers. Run::
 
     python -m benchmarks.sv_kernel_fit [--qubits 20 24] [--repeats 5]
 """

@@ -509,7 +509,7 @@ def test_grouping_search_covers_every_term_once_and_never_prices_above_the_greed
     term is read exactly once, every group is qubit-wise commuting, and the plan's
     predicted seconds are at most the heaviest-first grouping's."""
     from qsimdist.engine import pauli_terms as E
-    from qsimdist.engine.router import TERM_SECONDS_PER_ELEMENT
+    from qsimdist.hardware.costs import TERM_SECONDS_PER_ELEMENT
 
     n = 22
     rng = np.random.default_rng(3)
@@ -560,6 +560,7 @@ def test_chain_prices_its_plan_searches_until_its_structure_has_run(tmp_path, mo
 
     from qsimdist.engine import network_sampling, sampling
     from qsimdist.frontends.qiskit_circuit import from_qiskit
+    from qsimdist.hardware import costs
 
     monkeypatch.setenv("QSIMDIST_CACHE_DIR", str(tmp_path))
 
@@ -581,7 +582,7 @@ def test_chain_prices_its_plan_searches_until_its_structure_has_run(tmp_path, mo
     warm_notes: dict = {}
     warm = network_sampling.tn_sampling_seconds(gc, measured, 500, "chain", warm_notes)
     assert "chain_plans_priced" not in warm_notes
-    assert cold - warm == pytest.approx(structures * network_sampling.CHAIN_PLAN_SECONDS)
+    assert cold - warm == pytest.approx(structures * costs.CHAIN_PLAN_SECONDS)
     assert not network_sampling.chain_planned(other, measured)
     other_notes: dict = {}
     network_sampling.tn_sampling_seconds(other, measured, 500, "chain", other_notes)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from qsimdist.executors import kernels
-from qsimdist.planner.lifetime import LocalCosts, gemm_step
+from qsimdist.hardware.costs import LocalCosts
+from qsimdist.planner.lifetime import gemm_step
 from qsimdist.planner.path import PathOptions
 from qsimdist.planner.plan import make_plan
 

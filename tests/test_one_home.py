@@ -3,7 +3,9 @@ slicing and the loop-kernel constants, each checked against an independent defin
 
 from __future__ import annotations
 
+import ast
 import math
+import re
 from pathlib import Path
 
 import cotengra as ctg
@@ -353,9 +355,142 @@ def test_slice_target_is_the_old_expressions():
 # ------------------------------------------------------------------ kernel constants
 def test_loop_kernel_constants_have_one_home():
     from qsimdist.executors import kernels
+    from qsimdist.hardware import costs
     from qsimdist.planner import lifetime
 
-    costs = lifetime.LocalCosts()
-    assert kernels.SMALL_INNER is lifetime.SMALL_INNER == costs.small_inner
-    assert kernels.UNROLLED_N is lifetime.UNROLLED_N == costs.loop_unrolled_n
-    assert kernels.UNROLLED_K is lifetime.UNROLLED_K == costs.loop_unrolled_k
+    local = costs.LocalCosts()
+    assert kernels.SMALL_INNER is costs.SMALL_INNER == local.small_inner
+    assert kernels.UNROLLED_N is costs.UNROLLED_N == local.loop_unrolled_n
+    assert kernels.UNROLLED_K is costs.UNROLLED_K == local.loop_unrolled_k
+    assert lifetime.LocalCosts is costs.LocalCosts  # imported, not copied
+    assert not any(hasattr(lifetime, name) for name in ("SMALL_INNER", "UNROLLED_N",
+                                                        "UNROLLED_K"))
+
+
+# --------------------------------------------------------------------- cost constants
+#: the one module that holds the cost model's prices (issue 44: "One cost home")
+COST_HOME = "hardware/costs.py"
+#: names that price time or work: seconds of anything, rates, fixed costs in FLOPs, latency
+COST_NAME = re.compile(r"(^|_)SECONDS(_|$)|_RATE$|_FLOPS$|(^|_)LATENCY$")
+#: module constants named like prices that are not prices: timeouts, ages and thresholds
+#: of behaviour, which stay with the code they shape (path relative to qsimdist/)
+NOT_PRICES = {
+    ("cli.py", "INTERRUPT_GRACE_SECONDS"),  # how long an interrupted run may finish
+    ("cli.py", "EXIT_HANDLER_SECONDS"),  # how long exit handlers may run
+    ("planner/path.py", "STALE_TEMP_SECONDS"),  # age after which a temp file is stale
+    ("planner/search.py", "ROUND_SECONDS"),  # length of one annealing round
+    ("executors/kernels.py", "COMPILE_MIN_FLOPS"),  # plans below this skip numba
+}
+
+
+def _module_level_names(tree: ast.Module) -> list[str]:
+    """Names assigned at module level (inside module-level if/try/with too, not in defs)."""
+    names: list[str] = []
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        else:
+            if isinstance(node, (ast.If, ast.Try, ast.With)):
+                todo.extend(node.body)
+                todo.extend(getattr(node, "orelse", []))
+                todo.extend(getattr(node, "finalbody", []))
+                for handler in getattr(node, "handlers", []):
+                    todo.extend(handler.body)
+            continue
+        for target in targets:
+            for leaf in ast.walk(target):
+                if isinstance(leaf, ast.Name):
+                    names.append(leaf.id)
+    return names
+
+
+def cost_constants_outside(root: Path, home: str = COST_HOME,
+                           allowed=frozenset()) -> list[tuple[str, str]]:
+    """``(path relative to root, name)`` of every module-level assignment under ``root``
+    whose name looks like a price (:data:`COST_NAME`), outside ``home`` and ``allowed``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == home:
+            continue
+        for name in _module_level_names(ast.parse(path.read_text(), str(path))):
+            if COST_NAME.search(name) and (rel, name) not in allowed:
+                found.append((rel, name))
+    return found
+
+
+def test_every_cost_constant_lives_in_the_cost_module():
+    """No module of qsimdist/ but hardware/costs.py assigns a price at module level (37
+    constants in 11 files before issue 44); the names allowed elsewhere are not prices
+    and each still exists (a stale exception would hide a new price of the same name)."""
+    import qsimdist
+    from qsimdist.hardware import costs
+
+    root = Path(qsimdist.__file__).parent
+    assert cost_constants_outside(root, allowed=NOT_PRICES) == []
+    assert sorted(cost_constants_outside(root)) == sorted(NOT_PRICES)
+    home = _module_level_names(ast.parse((root / COST_HOME).read_text()))
+    priced = [name for name in home if COST_NAME.search(name)]
+    assert len(priced) == len(set(priced)) >= 40, priced
+    assert all(isinstance(getattr(costs, name), (int, float, dict)) for name in priced)
+    # the home sits in layer 1 and imports nothing of qsimdist, so every layer may use it
+    tree = ast.parse((root / COST_HOME).read_text())
+    assert not [node for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and (node.level or "qsimdist" in
+                                                         (node.module or ""))]
+    # the tensor-network route prices contractions at the path search's rate: one number
+    assert costs.TN_RATE == costs.SEARCH_RATE
+
+
+def test_the_cost_scan_catches_a_planted_price(tmp_path):
+    """A price planted outside the home, at module level (plain, annotated, under an if),
+    is reported; the home's own prices, a function's local names and other constants
+    are not."""
+    (tmp_path / "hardware").mkdir()
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "hardware" / "costs.py").write_text("GATE_SECONDS = 1e-5\nTN_RATE = 1e9\n")
+    (tmp_path / "engine" / "router.py").write_text(
+        "MAX_QUBITS = 40\n"
+        "NEW_SECONDS_PER_GATE = 2e-5\n"
+        "SHOT_RATE: float = 1e6\n"
+        "if True:\n    STEP_FLOPS = 2.5e5\n"
+        "def f():\n    LOCAL_SECONDS = 1.0\n    return LOCAL_SECONDS\n"
+    )
+    (tmp_path / "cli.py").write_text("EXIT_HANDLER_SECONDS = 2.0\nLINK_LATENCY = 1e-6\n")
+    found = cost_constants_outside(tmp_path, allowed={("cli.py", "EXIT_HANDLER_SECONDS")})
+    assert sorted(found) == [("cli.py", "LINK_LATENCY"),
+                             ("engine/router.py", "NEW_SECONDS_PER_GATE"),
+                             ("engine/router.py", "SHOT_RATE"),
+                             ("engine/router.py", "STEP_FLOPS")]
+    assert ("cli.py", "EXIT_HANDLER_SECONDS") in cost_constants_outside(tmp_path)
+
+
+def test_a_price_changed_in_the_cost_module_reaches_its_users(monkeypatch):
+    """Users read the prices from the cost module when they price, so one change there (a
+    test's, or a fit on the user's machine) is seen by the router, fusion, the sampler's
+    chain, the stabilizer and the compiled kernels' start-up."""
+    from qsimdist.engine import router, stabilizer
+    from qsimdist.executors import sv_kernels
+    from qsimdist.frontends import fusion
+    from qsimdist.hardware import costs
+
+    assert router.tn_floor(10, 1) == pytest.approx(10 * costs.TN_SECONDS_PER_GATE)
+    monkeypatch.setattr(costs, "TN_SECONDS_PER_GATE", 1.0)
+    assert router.tn_floor(10, 2) == 20.0
+    before = stabilizer.stabilizer_seconds(4, 3)
+    monkeypatch.setattr(costs, "STABILIZER_START_SECONDS", costs.STABILIZER_START_SECONDS + 7.0)
+    assert stabilizer.stabilizer_seconds(4, 3) == pytest.approx(before + 7.0)
+    if sv_kernels.startup_seconds() > 0.0:  # this process has not run the compiled kernels
+        monkeypatch.setattr(costs, "STARTUP_SECONDS", 123.0)
+        monkeypatch.setattr(costs, "LOAD_SECONDS", 123.0)
+        assert sv_kernels.startup_seconds() == 123.0
+    gc = GateCircuit(3)
+    gc.append(np.eye(4, dtype=complex)[[0, 1, 3, 2]], (0, 1))
+    _, seconds = fusion.predict_statevector(gc, (2,), itemsize=16)
+    monkeypatch.setattr(costs, "GATE_OVERHEAD_SECONDS", costs.GATE_OVERHEAD_SECONDS + 5.0)
+    _, more = fusion.predict_statevector(gc, (2,), itemsize=16)
+    assert more - seconds == pytest.approx(5.0)  # one block, applied once

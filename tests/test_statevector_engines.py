@@ -166,9 +166,10 @@ def test_router_prices_qsims_import(monkeypatch):
     kernel, a request whose own-kernel time is predicted long goes to qsim (width 3)."""
     import sys
 
-    from qsimdist.engine.router import QSIM_IMPORT_SECONDS, QSIM_LOAD_SECONDS, statevector_engine
+    from qsimdist.engine.router import statevector_engine
     from qsimdist.executors import qsim_engine
     from qsimdist.frontends import load
+    from qsimdist.hardware.costs import QSIM_IMPORT_SECONDS, QSIM_LOAD_SECONDS
 
     monkeypatch.delenv("QSIMDIST_STATEVECTOR_ENGINE", raising=False)
     monkeypatch.delitem(sys.modules, "qsimcirq", raising=False)

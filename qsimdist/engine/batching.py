@@ -11,16 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..frontends import GateCircuit
+from ..hardware import costs
 from .memory import MemoryBudget
 
 #: most open qubits (``*``) one pattern may have (2^k amplitudes in one array)
 MAX_STARS = 30
 
-#: flop-equivalents of one second of per-contraction work (building, simplifying, planning);
-#: only the ratio to the model's flops matters when batch widths are compared
-NOMINAL_FLOP_RATE = 1e10
-#: seconds of per-contraction work per gate (network building and simplification)
-SECONDS_PER_GATE = 2e-3
 #: a batch qsimdist chose is planned within 1/BATCH_PLAN_SHARE of the memory limit (the
 #: executor's free buffers and the arrays already held need the rest), and its output may take
 #: at most 1/BATCH_OUTPUT_SHARE (intermediates need room beside it)
@@ -103,7 +99,7 @@ def batch_cost(circuit: GateCircuit, groups: list[int]) -> list[float]:
     """
     n = circuit.n_qubits
     per_amp = 8.0 * (n + sum(2 ** len(g.qubits) for g in circuit.gates if len(g.qubits) > 1))
-    fixed = SECONDS_PER_GATE * (len(circuit.gates) + n) * NOMINAL_FLOP_RATE
+    fixed = costs.SECONDS_PER_GATE * (len(circuit.gates) + n) * costs.NOMINAL_FLOP_RATE
     return [g * (fixed + per_amp * 2.0**k) for k, g in enumerate(groups)]
 
 

@@ -28,6 +28,7 @@ from ..config import check_dtype
 from ..errors import InvalidInputError
 from ..frontends import GateCircuit, load
 from ..frontends.fusion import fuse_into_neighbours
+from ..hardware import costs
 from ..network import Network
 from ..planner.path import PathOptions
 from ..planner.plan import Plan
@@ -233,7 +234,7 @@ class ExpectationEngine:
                 method: str) -> tuple[str, list[int], set[int], float]:
         """The tensor-network method for these (non-trivial) terms, the union light cone
         (gates, qubits), and the method's predicted seconds (the router's unit)."""
-        from .router import TN_RATE, tn_floor
+        from .router import tn_floor
 
         union: set[int] = set()
         for term in terms:
@@ -244,12 +245,12 @@ class ExpectationEngine:
             qubits.update(circuit.gates[k].qubits)
         doubled = sum(2 * state_flops(circuit, k, len(q)) + 8.0 * 2.0 ** len(q) * t.weight
                       for t, (k, q) in zip(terms, cones))
-        doubled_s = doubled / (8.0 * TN_RATE) + tn_floor(2 * len(circuit.gates), len(terms))
+        doubled_s = doubled / (8.0 * costs.TN_RATE) + tn_floor(2 * len(circuit.gates), len(terms))
         m = len(qubits)
         if m <= 40:
             state = (state_flops(circuit, kept, m)
                      + sum(8.0 * 2.0**m * (t.weight + 1) for t in terms))
-            state_s = state / (8.0 * TN_RATE) + tn_floor(len(circuit.gates), 1)
+            state_s = state / (8.0 * costs.TN_RATE) + tn_floor(len(circuit.gates), 1)
         else:
             state, state_s = math.inf, math.inf
         if method in ("doubled", "state"):
@@ -457,11 +458,11 @@ class ExpectationEngine:
                 if method != "state":
                     return tn_s
                 # one all-open light-cone network: priced as amplitudes are (greedy path)
-                from .router import TN_RATE, greedy_cost
+                from .router import greedy_cost
 
                 fused = prepared()["circuit"]
                 net = state_network(fused, qubits, kept)
-                return greedy_cost(net) / TN_RATE + tn_floor(len(fused.gates), 1)
+                return greedy_cost(net) / costs.TN_RATE + tn_floor(len(fused.gates), 1)
 
             route = route_state_reading(
                 original, what="expectation values", dtype=self.dtype, budget=self._budget,

@@ -14,6 +14,7 @@ import numpy as np
 from ..config import reorder_bits
 from ..errors import InvalidInputError, PlanError
 from ..frontends import GateCircuit, amplitude_network
+from ..hardware import costs
 from ..network import Network
 from .contractor import Contractor
 from .state_sampling import draw_from_distribution, index_bits
@@ -33,11 +34,6 @@ CHAIN_MAX_BATCH = 128
 CHAIN_FIXED_STRUCTURE_BATCH = 8
 #: path-search trials for those unsimplified chain networks
 CHAIN_PATH_REPEATS = 8
-#: predicted seconds to plan one chain network whose path is not cached (measured:
-#: efficient_su2(24, reps=3), 2,000 shots, 3 plans made: 4.3 s with empty caches against
-#: 1.24 s with the paths on disk); the router adds it per structure the chain will plan
-#: unless this circuit's chain has run before with this cache (:func:`chain_planned`)
-CHAIN_PLAN_SECONDS = 1.0
 #: frugal rejection sampling accepts a candidate x with probability min(1, p(x) 2^n / M)
 REJECTION_M = 12.0
 #: rounds of candidates before frugal rejection sampling gives up
@@ -172,15 +168,15 @@ def tn_sampling_seconds(circuit: GateCircuit, measured: list[int], shots: int, m
     ignored, predicted 0.1 s for efficient_su2(24, reps=3)'s 2,000 shots, which
     took 2.3-14.7 s).
     """
-    from .router import TN_RATE, greedy_cost, tn_floor
+    from .router import greedy_cost, tn_floor
 
     floor = tn_floor(len(circuit.gates), 1)
     if method == "marginal":
         gates, cone = circuit.light_cone(measured)
         net = amplitude_network(_sub_circuit(circuit, gates, cone), "*" * len(cone))
-        return greedy_cost(net) / TN_RATE + floor
+        return greedy_cost(net) / costs.TN_RATE + floor
     if method == "doubled-marginal":
-        return greedy_cost(doubled_network(circuit, measured)) / TN_RATE + floor
+        return greedy_cost(doubled_network(circuit, measured)) / costs.TN_RATE + floor
     if method == "chain":
         total, done, structures = 0.0, 0, 0
         for a in range(0, len(measured), CHAIN_GROUP):
@@ -191,12 +187,12 @@ def tn_sampling_seconds(circuit: GateCircuit, measured: list[int], shots: int, m
             # the group's window open, the rest summed (a fixed prefix costs about the same);
             # a batch of prefixes multiplies the contraction
             window = greedy_cost(doubled_network(circuit, measured[a:a + g]))
-            total += calls * (batch * window / TN_RATE + floor)
+            total += calls * (batch * window / costs.TN_RATE + floor)
             # full batches share one plan, a last partial batch has one of its own
             structures += 1 if calls == 1 or prefixes % batch == 0 else 2
             done += g
         if not chain_planned(circuit, measured):
-            total += CHAIN_PLAN_SECONDS * structures
+            total += costs.CHAIN_PLAN_SECONDS * structures
             notes["chain_plans_priced"] = structures
         return total
     return math.inf
@@ -375,7 +371,6 @@ __all__ = [
     "CHAIN_MAX_BATCH",
     "CHAIN_MAX_OUTPUT",
     "CHAIN_PATH_REPEATS",
-    "CHAIN_PLAN_SECONDS",
     "DOUBLED_MAX_QUBITS",
     "MARGINAL_MAX_QUBITS",
     "REJECTION_M",

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidInputError, shorten
+from ..hardware import costs
 
 _S = 1.0 / np.sqrt(2.0)
 
@@ -92,21 +93,15 @@ PAULI_ACTION = {
 }
 
 
-#: measured seconds per state element of :func:`z_strings_on_state`, whatever the number
-#: of strings (24 qubits, 12 strings: 1.5 ns, where 12 compiled passes took 29 ns)
-Z_STRINGS_SECONDS_PER_ELEMENT = 1.6e-9
-
-
 def _pauli_reading_seconds(n: int, terms: Sequence[PauliTerm]) -> tuple[float, float]:
     """Predicted seconds to read Pauli ``terms`` off a ``2^n`` state: ``(numpy's
     pauli_on_state, the compiled one-pass kernel with this process's numba start-up)``."""
     from ..executors.statevector import compiled_kernel_runs
-    from .router import PAULI_PASS_SECONDS_PER_ELEMENT
 
     size = 2.0**n
     diagonal = [t for t in terms if is_z_string(t)]
     terms = [t for t in terms if not is_z_string(t)]
-    diagonal_s = Z_STRINGS_SECONDS_PER_ELEMENT * size if diagonal else 0.0
+    diagonal_s = costs.Z_STRINGS_SECONDS_PER_ELEMENT * size if diagonal else 0.0
     numpy_s = sum(seconds for _, _, seconds in numpy_reading_plan(n, terms)) + diagonal_s
     if not terms:
         return numpy_s, numpy_s
@@ -114,7 +109,7 @@ def _pauli_reading_seconds(n: int, terms: Sequence[PauliTerm]) -> tuple[float, f
         return numpy_s, math.inf
     from ..executors.sv_kernels import startup_seconds
 
-    return numpy_s, (PAULI_PASS_SECONDS_PER_ELEMENT * size * len(terms) + diagonal_s
+    return numpy_s, (costs.PAULI_PASS_SECONDS_PER_ELEMENT * size * len(terms) + diagonal_s
                      + startup_seconds())
 
 
@@ -130,12 +125,10 @@ def numpy_reading_plan(n: int, terms: Sequence[PauliTerm]
 
     Routing, the reader's choice and the reading each ask for it: the search is
     made once per ``(n, terms)`` and copies handed out."""
-    from . import router
-
-    prices = (GROUP_COPY_SECONDS_PER_ELEMENT, GROUP_ROTATION_SECONDS_PER_ELEMENT,
-              GROUP_MARGINAL_SECONDS_PER_ELEMENT, GROUP_SIGNS_SECONDS_PER_ELEMENT,
-              GROUP_TERM_SECONDS_PER_ELEMENT, router.TERM_SECONDS_PER_ELEMENT,
-              GROUPING_TRIES, GROUPING_SEARCH_SECONDS)  # in the key: tests change them
+    prices = (costs.GROUP_COPY_SECONDS_PER_ELEMENT, costs.GROUP_ROTATION_SECONDS_PER_ELEMENT,
+              costs.GROUP_MARGINAL_SECONDS_PER_ELEMENT, costs.GROUP_SIGNS_SECONDS_PER_ELEMENT,
+              costs.GROUP_TERM_SECONDS_PER_ELEMENT, costs.TERM_SECONDS_PER_ELEMENT,
+              GROUPING_TRIES, costs.GROUPING_SEARCH_SECONDS)  # in the key: tests change them
     plan = _cached_reading_plan(n, tuple(terms), prices)
     return [(list(members), None if basis is None else dict(basis), seconds)
             for members, basis, seconds in plan]
@@ -144,14 +137,12 @@ def numpy_reading_plan(n: int, terms: Sequence[PauliTerm]
 @functools.lru_cache(maxsize=64)
 def _cached_reading_plan(n: int, terms: tuple[PauliTerm, ...], prices: tuple
                          ) -> list[tuple[list[int], dict[int, str] | None, float]]:
-    from .router import TERM_SECONDS_PER_ELEMENT
-
     size = 2.0**n
 
     def priced(groups):
         plan = []
         for members, basis in groups:
-            alone = sum(TERM_SECONDS_PER_ELEMENT * size * (terms[i].weight + 1)
+            alone = sum(costs.TERM_SECONDS_PER_ELEMENT * size * (terms[i].weight + 1)
                         for i in members)
             together = _group_seconds(n, basis, len(members))
             if together < alone:
@@ -161,7 +152,7 @@ def _cached_reading_plan(n: int, terms: tuple[PauliTerm, ...], prices: tuple
         return plan, sum(seconds for *_, seconds in plan)
 
     best, best_s = priced(qwc_groups(terms))
-    if best_s >= GROUPING_SEARCH_SECONDS and len(terms) > 2:
+    if best_s >= costs.GROUPING_SEARCH_SECONDS and len(terms) > 2:
         rng = np.random.default_rng(len(terms))
         for _ in range(GROUPING_TRIES):
             plan, seconds = priced(qwc_groups(terms, rng.permutation(len(terms)).tolist()))
@@ -178,10 +169,8 @@ def one_pass_pays(n: int, terms: Sequence[PauliTerm]) -> bool:
 
 def reading_seconds(n: int, terms: Sequence[PauliTerm]) -> float:
     """Predicted seconds to read every term off the state (the faster Pauli reader)."""
-    from .router import TERM_SECONDS_PER_ELEMENT
-
     paulis = [t for t in terms if set(t.ops) <= set(PAULI_ACTION)]
-    others = sum(TERM_SECONDS_PER_ELEMENT * 2.0**n * (t.weight + 1) for t in terms
+    others = sum(costs.TERM_SECONDS_PER_ELEMENT * 2.0**n * (t.weight + 1) for t in terms
                  if not set(t.ops) <= set(PAULI_ACTION))
     return min(_pauli_reading_seconds(n, paulis)) + others
 
@@ -210,18 +199,6 @@ def rotation_chunks(r: int) -> list[int]:
     elif r % _ROTATION_CHUNK == 2:
         sizes.append(2)
     return sizes
-#: measured seconds per state element (complex128, numpy, this host, 18-22 qubits;
-#: docs/benchmarks/history.md, "The estimator's qubit-wise commuting groups beside Aer" and
-#: "The primitives beside Aer again") of the grouped reader's passes: the copy moving
-#: the group's qubits last into a reused buffer (0.6-8 ns, the scattered supports
-#: dearest), one rotation GEMM of up to 3 qubits, the marginal as one contiguous sum
-#: of squares over the float view (0.54-0.76 ns); then, per marginal element, the Z
-#: strings' values (:func:`z_string_values`: a fixed part, and one multiply-add per term)
-GROUP_COPY_SECONDS_PER_ELEMENT = 4.0e-9
-GROUP_ROTATION_SECONDS_PER_ELEMENT = 2.6e-9
-GROUP_MARGINAL_SECONDS_PER_ELEMENT = 0.7e-9
-GROUP_SIGNS_SECONDS_PER_ELEMENT = 0.5e-9
-GROUP_TERM_SECONDS_PER_ELEMENT = 0.1e-9
 
 
 def qwc_groups(terms: Sequence[PauliTerm], order: Sequence[int] | None = None
@@ -249,11 +226,11 @@ def qwc_groups(terms: Sequence[PauliTerm], order: Sequence[int] | None = None
 
 
 #: greedy groupings tried beyond the heaviest-first one (seeded shuffles of the terms),
-#: when the reading is predicted to take at least GROUPING_SEARCH_SECONDS; the cheapest
-#: predicted wins (rc22's 40 terms: 6 groups, 320 ms predicted, against 5 and 265 ms
-#: for the best of 200 shuffles)
+#: when the reading is predicted to take at least
+#: :data:`~qsimdist.hardware.costs.GROUPING_SEARCH_SECONDS`; the cheapest predicted wins
+#: (rc22's 40 terms: 6 groups, 320 ms predicted, against 5 and 265 ms for the best of
+#: 200 shuffles)
 GROUPING_TRIES = 48
-GROUPING_SEARCH_SECONDS = 0.05
 
 
 def _group_seconds(n: int, basis: dict[int, str], members: int) -> float:
@@ -261,23 +238,17 @@ def _group_seconds(n: int, basis: dict[int, str], members: int) -> float:
     r = sum(1 for op in basis.values() if op != "Z")
     chunks = len(rotation_chunks(r))
     u = len(basis)
-    return (2.0**n * (GROUP_COPY_SECONDS_PER_ELEMENT + chunks * GROUP_ROTATION_SECONDS_PER_ELEMENT
-                      + GROUP_MARGINAL_SECONDS_PER_ELEMENT)
-            + 2.0**u * (GROUP_SIGNS_SECONDS_PER_ELEMENT
-                        + members * GROUP_TERM_SECONDS_PER_ELEMENT))
+    return (2.0**n * (costs.GROUP_COPY_SECONDS_PER_ELEMENT
+                      + chunks * costs.GROUP_ROTATION_SECONDS_PER_ELEMENT
+                      + costs.GROUP_MARGINAL_SECONDS_PER_ELEMENT)
+            + 2.0**u * (costs.GROUP_SIGNS_SECONDS_PER_ELEMENT
+                        + members * costs.GROUP_TERM_SECONDS_PER_ELEMENT))
 
 
 __all__ = [
-    "GROUPING_SEARCH_SECONDS",
     "GROUPING_TRIES",
-    "GROUP_COPY_SECONDS_PER_ELEMENT",
-    "GROUP_MARGINAL_SECONDS_PER_ELEMENT",
-    "GROUP_ROTATION_SECONDS_PER_ELEMENT",
-    "GROUP_SIGNS_SECONDS_PER_ELEMENT",
-    "GROUP_TERM_SECONDS_PER_ELEMENT",
     "PAULI_ACTION",
     "SINGLE_QUBIT_OPERATORS",
-    "Z_STRINGS_SECONDS_PER_ELEMENT",
     "PauliTerm",
     "is_z_string",
     "numpy_reading_plan",

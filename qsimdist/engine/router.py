@@ -39,6 +39,7 @@ import numpy as np
 from ..errors import InvalidInputError, PlanError
 from ..executors.kinds import executor_kind
 from ..frontends import GateCircuit, amplitude_network
+from ..hardware import costs
 from ..network import Network
 from .batching import BATCH_PLAN_SHARE, batches
 from .memory import MemoryBudget
@@ -47,15 +48,6 @@ from .memory import MemoryBudget
 MAX_STATEVECTOR_QUBITS = 40
 #: amplitude routes: ``auto`` picks one by predicted cost
 METHODS = ("auto", "statevector", "tensor-network")
-#: seconds per gate a tensor-network contraction spends at least (building the network,
-#: a greedy path, lifetime ordering) — the bound below which no TN estimate is needed
-TN_SECONDS_PER_GATE = 5e-5
-#: ... and per gate where the network is too large to skip simplification (quimb's
-#: simplification of square_root_7 measured 8.7 s for 7,660 gates)
-TN_SIMPLIFY_SECONDS_PER_GATE = 1e-3
-#: multiply-adds per second assumed for a tensor-network contraction (the path planner's
-#: constant, so that the route, like the path, is the same on every machine)
-TN_RATE = 1e9
 #: circuits with more gates than this are fused (width 2, diagonal runs kept diagonal)
 #: before their tensor network is built, so simplification sees fewer tensors
 TN_FUSE_MIN_GATES = 1000
@@ -98,8 +90,8 @@ def tn_floor(n_gates: int, contractions: int) -> float:
     """Seconds the tensor-network route spends at least, whatever its path costs."""
     from ..planner.simplify import CHEAP_MAX_TENSORS
 
-    per_gate = (TN_SECONDS_PER_GATE if n_gates <= CHEAP_MAX_TENSORS
-                else TN_SIMPLIFY_SECONDS_PER_GATE)
+    per_gate = (costs.TN_SECONDS_PER_GATE if n_gates <= CHEAP_MAX_TENSORS
+                else costs.TN_SIMPLIFY_SECONDS_PER_GATE)
     return contractions * per_gate * max(n_gates, 1)
 
 
@@ -189,8 +181,8 @@ def tn_seconds(gc: GateCircuit, pattern: str, order: str, contractions: int,
 
 def contraction_price(gc: GateCircuit, order: str, cache: CircuitCache | None = None):
     """``price(pattern)``: predicted seconds of one contraction of ``gc``'s amplitudes for
-    ``pattern`` (greedy path at :data:`TN_RATE` plus the per-gate floor), as
-    :func:`tn_seconds` prices them; the batcher weighs batch widths with it.
+    ``pattern`` (greedy path at :data:`~qsimdist.hardware.costs.TN_RATE` plus the per-gate
+    floor), as :func:`tn_seconds` prices them; the batcher weighs batch widths with it.
 
     With ``cache``, the same function (its prices kept) for every call on one request."""
     cache = circuit_cache(gc, cache)
@@ -203,7 +195,8 @@ def contraction_price(gc: GateCircuit, order: str, cache: CircuitCache | None = 
 
     def price(pattern: str) -> float:
         if pattern not in seen:
-            seen[pattern] = greedy_cost(amplitude_network(fused, pattern, order)) / TN_RATE + floor
+            seen[pattern] = (greedy_cost(amplitude_network(fused, pattern, order))
+                             / costs.TN_RATE + floor)
         return seen[pattern]
 
     cache.prices[order] = price
@@ -256,21 +249,6 @@ def network_gates_at_least(gc: GateCircuit, cache: CircuitCache | None = None) -
     from ..frontends.fusion import fused_gates_at_least
 
     return fused_gates_at_least(gc, 2)
-
-
-#: seconds per state element per Pauli factor read off the state (the copy-and-add kernel
-#: of :func:`qsimdist.engine.term_readers.term_on_state`: about one dense pass per factor,
-#: plus the product)
-TERM_SECONDS_PER_ELEMENT = 2.0e-9
-#: seconds per state element per Pauli string read by the compiled blocked kernel, every
-#: string in one pass (:func:`qsimdist.executors.sv_kernels.pauli_expectations`, states of
-#: 14+ qubits; 0.99-1.06 ns in complex128 at 20-24 qubits, 20 strings of weight 3-4,
-#: ``python -m benchmarks.sv_kernel_fit``; docs/benchmarks/history.md, "Issue 24 closed out")
-PAULI_PASS_SECONDS_PER_ELEMENT = 1.0e-9
-#: seconds per state element to turn the state into a marginal (``|a|^2``, then one sum)
-MARGINAL_SECONDS_PER_ELEMENT = 3.0e-9
-#: seconds per shot to draw from a cumulative distribution and unpack its bits
-DRAW_SECONDS_PER_SHOT = 2.0e-7
 
 
 def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
@@ -334,16 +312,6 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
     return None, need, width, seconds, (engine, kernel)
 
 
-#: seconds to load qsim's compiled module straight from qsimcirq's folder (once per
-#: process; 0.07 s here), and to import cirq and qsimcirq where that cannot be done (1.5-1.8 s)
-QSIM_LOAD_SECONDS = 0.1
-QSIM_IMPORT_SECONDS = 1.6
-#: qsim's seconds per state element per fused gate (3-qubit fusion, complex64, 2 threads:
-#: circuit_q24, 255 gates, 1.9 s; docs/benchmarks/history.md, "The statevector route near qsim")
-QSIM_SECONDS_PER_ELEMENT = 0.44e-9
-#: qsim's seconds per gate handed over (a matrix gate added to qsim's circuit: 1,000 gates
-#: of 3 qubits on 10 qubits took 8.6 ms with the run; through cirq it was 1e-4)
-QSIM_SECONDS_PER_GATE = 1.0e-5
 #: ``QSIMDIST_STATEVECTOR_ENGINE`` values
 ENGINES = ("auto", "qsimdist", "qsim")
 
@@ -356,7 +324,7 @@ def _qsim_load_seconds() -> float:
 
     if qsim_engine.loaded() or "qsimcirq" in sys.modules:
         return 0.0
-    return QSIM_IMPORT_SECONDS if qsim_engine.direct_failed() else QSIM_LOAD_SECONDS
+    return costs.QSIM_IMPORT_SECONDS if qsim_engine.direct_failed() else costs.QSIM_LOAD_SECONDS
 
 
 def statevector_engine(gc: GateCircuit, dtype: str, width: int, seconds: float,
@@ -397,7 +365,8 @@ def statevector_engine(gc: GateCircuit, dtype: str, width: int, seconds: float,
                                     "valid: auto, qsimdist")
         return "qsimdist", width, seconds
     blocks = fusion_blocks(gc, FUSED_GATE_QUBITS, keep_diagonal=False)
-    qsim = (len(blocks) * (QSIM_SECONDS_PER_GATE + 2.0**gc.n_qubits * QSIM_SECONDS_PER_ELEMENT)
+    qsim = (len(blocks) * (costs.QSIM_SECONDS_PER_GATE
+                           + 2.0**gc.n_qubits * costs.QSIM_SECONDS_PER_ELEMENT)
             + _qsim_load_seconds())
     if choice == "qsim" or qsim < seconds:
         return "qsim", FUSED_GATE_QUBITS, qsim

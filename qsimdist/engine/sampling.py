@@ -55,6 +55,7 @@ import numpy as np
 from ..errors import InvalidInputError
 from ..frontends import GateCircuit
 from ..frontends.fusion import fuse_single_qubit_gates
+from ..hardware import costs
 from .contractor import Contractor
 from .network_sampling import (
     choose_method,
@@ -134,12 +135,12 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
     if method in ("auto", "statevector"):
         route = route_sampling(original, prepared, measured, shots, contractor, method)
         if clifford is not None:
-            from .router import DRAW_SECONDS_PER_SHOT, prefer_stabilizer
+            from .router import prefer_stabilizer
 
             route = prefer_stabilizer(route, clifford.seconds, lambda tn=route.method: (
                 tn_sampling_seconds(prepared()["circuit"], measured, shots, tn,
                                     prepared()["notes"])),
-                DRAW_SECONDS_PER_SHOT * shots)
+                costs.DRAW_SECONDS_PER_SHOT * shots)
             if route.method == "stabilizer":
                 return _sample_stabilizer(clifford, measured, shots, rng, route)
         chosen = route.method
@@ -205,15 +206,10 @@ def route_sampling(original: GateCircuit, prepared, measured: list[int], shots: 
     :func:`sample_bits`); it is called only where that side must be named or priced:
     where the statevector's price is below the tensor network's floor (per-gate, from a
     lower bound on the fused gates), nothing of that side is made."""
-    from .router import (
-        DRAW_SECONDS_PER_SHOT,
-        MARGINAL_SECONDS_PER_ELEMENT,
-        route_state_reading,
-        tn_floor,
-    )
+    from .router import route_state_reading, tn_floor
 
     n = original.n_qubits
-    read = MARGINAL_SECONDS_PER_ELEMENT * 2.0**n + DRAW_SECONDS_PER_SHOT * shots
+    read = costs.MARGINAL_SECONDS_PER_ELEMENT * 2.0**n + costs.DRAW_SECONDS_PER_SHOT * shots
 
     def tn_seconds() -> float:
         side = prepared()

@@ -51,6 +51,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..frontends import GateCircuit
+from ..hardware import costs
 
 #: a conjugated generator's Pauli coefficient must be within this of +1 or -1
 CLIFFORD_TOLERANCE = 1e-8
@@ -58,27 +59,6 @@ CLIFFORD_TOLERANCE = 1e-8
 MAX_CLIFFORD_GATE_QUBITS = 3
 #: distinct gate matrices whose verdict is remembered
 MATRIX_CACHE_SIZE = 4096
-
-# Prices, in the router's unit (predicted seconds), stim 1.16 on one core of this project's
-# machines: ``python -m qsimdist.engine.stabilizer`` prints the fit.
-#: fixed cost of a request: building the stim program and its simulator
-STABILIZER_START_SECONDS = 5e-5
-#: per gate: the Python conversion (a cached lookup and a line of stim text) and the
-#: tableau's column update
-STABILIZER_SECONDS_PER_GATE = 2e-6
-#: per gate per qubit of the tableau (a gate updates ``2n`` bits of its qubits' columns)
-STABILIZER_SECONDS_PER_GATE_QUBIT = 2e-10
-#: per qubit^2, once for the terms: the inverse tableau they are conjugated by
-STABILIZER_SECONDS_PER_QUBIT2 = 4e-10
-#: per Pauli term, plus per term per qubit (its Pauli string built and conjugated)
-STABILIZER_SECONDS_PER_TERM = 3e-6
-STABILIZER_SECONDS_PER_TERM_QUBIT = 3e-8
-#: per measurement per qubit^2: the frame sampler's reference sample (a tableau measurement)
-STABILIZER_SECONDS_PER_MEASUREMENT_QUBIT2 = 5e-12
-#: per shot per operation (gate or measurement) of the frame sampler (shots packed 128+ to a
-#: word), and per shot per measured bit handed back (transposed to shot-major, unpacked)
-STABILIZER_SECONDS_PER_SHOT_OP = 2.5e-11
-STABILIZER_SECONDS_PER_SHOT_BIT = 6e-9
 
 _PAULI = (
     np.eye(2, dtype=complex),
@@ -107,15 +87,17 @@ def stabilizer_seconds(n_qubits: int, n_gates: int, *, terms: int = 0, shots: in
     (64+ shots per machine word).
     """
     n = float(n_qubits)
-    seconds = (STABILIZER_START_SECONDS
-               + n_gates * (STABILIZER_SECONDS_PER_GATE + n * STABILIZER_SECONDS_PER_GATE_QUBIT))
+    seconds = (costs.STABILIZER_START_SECONDS
+               + n_gates * (costs.STABILIZER_SECONDS_PER_GATE
+                            + n * costs.STABILIZER_SECONDS_PER_GATE_QUBIT))
     if terms:
-        seconds += (n * n * STABILIZER_SECONDS_PER_QUBIT2
-                    + terms * (STABILIZER_SECONDS_PER_TERM + n * STABILIZER_SECONDS_PER_TERM_QUBIT))
+        seconds += (n * n * costs.STABILIZER_SECONDS_PER_QUBIT2
+                    + terms * (costs.STABILIZER_SECONDS_PER_TERM
+                               + n * costs.STABILIZER_SECONDS_PER_TERM_QUBIT))
     if measured:
-        seconds += measured * n * n * STABILIZER_SECONDS_PER_MEASUREMENT_QUBIT2
-        seconds += shots * ((n_gates + measured) * STABILIZER_SECONDS_PER_SHOT_OP
-                            + measured * STABILIZER_SECONDS_PER_SHOT_BIT)
+        seconds += measured * n * n * costs.STABILIZER_SECONDS_PER_MEASUREMENT_QUBIT2
+        seconds += shots * ((n_gates + measured) * costs.STABILIZER_SECONDS_PER_SHOT_OP
+                            + measured * costs.STABILIZER_SECONDS_PER_SHOT_BIT)
     return seconds
 
 
@@ -430,16 +412,12 @@ def choose_for_sampling(gc: GateCircuit, measured: Sequence[int], shots: int, me
     sc = _clifford_or_refuse(gc, method)
     if sc is None:
         return None
-    from .router import (
-        DRAW_SECONDS_PER_SHOT,
-        MARGINAL_SECONDS_PER_ELEMENT,
-        route_stabilizer,
-    )
+    from .router import route_stabilizer
 
     n = gc.n_qubits
     price = stabilizer_seconds(n, len(gc.gates), shots=shots, measured=len(measured))
-    read = _read_floor(n, lambda: MARGINAL_SECONDS_PER_ELEMENT * 2.0**n
-                       + DRAW_SECONDS_PER_SHOT * shots)
+    read = _read_floor(n, lambda: costs.MARGINAL_SECONDS_PER_ELEMENT * 2.0**n
+                       + costs.DRAW_SECONDS_PER_SHOT * shots)
     route = route_stabilizer(price, method=method, n_qubits=n, n_gates=len(gc.gates),
                              executor=executor, backend=backend, read_seconds=read)
     return StabilizerChoice(sc, price, route)
@@ -451,11 +429,11 @@ def choose_for_terms(gc: GateCircuit, terms: Sequence, method: str, executor: st
     sc = _clifford_or_refuse(gc, method)
     if sc is None:
         return None
-    from .router import PAULI_PASS_SECONDS_PER_ELEMENT, route_stabilizer
+    from .router import route_stabilizer
 
     n = gc.n_qubits
     price = stabilizer_seconds(n, len(gc.gates), terms=len(terms))
-    read = _read_floor(n, lambda: PAULI_PASS_SECONDS_PER_ELEMENT * 2.0**n)
+    read = _read_floor(n, lambda: costs.PAULI_PASS_SECONDS_PER_ELEMENT * 2.0**n)
     route = route_stabilizer(price, method=method, n_qubits=n, n_gates=len(gc.gates),
                              executor=executor, backend=backend, read_seconds=read)
     return StabilizerChoice(sc, price, route)

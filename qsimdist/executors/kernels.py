@@ -40,9 +40,9 @@ import numpy as np
 
 # inner GEMMs up to SMALL_INNER multiply-adds run in the compiled loop (the name is kept
 # here for the benchmarks); n in UNROLLED_N and k in UNROLLED_K get a specialised (unrolled)
-# kernel. Their home is the planner's cost model, which prices the same kernels.
-from ..planner.lifetime import SMALL_INNER as SMALL_INNER
-from ..planner.lifetime import UNROLLED_K, UNROLLED_N
+# kernel. Their home is the cost module (LocalCosts' defaults), which prices the same kernels.
+from ..hardware.costs import SMALL_INNER as SMALL_INNER
+from ..hardware.costs import UNROLLED_K, UNROLLED_N
 
 #: numba ships with quimb; without it the executor falls back to numpy.matmul. It is
 #: imported only when a plan first needs the compiled loop (importing it costs ~0.5 s).

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..hardware import costs
+
 #: gates whose lowest bit sits below this run through a swap first: a contiguous run of
 #: 2^LOW_BITS elements is the shortest the compiled loop vectorises well (a run of 1 was
 #: 10x slower)
@@ -124,21 +126,13 @@ def _compiled():
     return _apply, _swap
 
 
-#: seconds a process spends before its first compiled call: importing numba (0.2 s) and
-#: loading the cached machine code (0.3 s for the first function, with numba's typing
-#: registries and its BLAS check importing scipy; measured 0.5-0.8 s in all here)
-STARTUP_SECONDS = 0.7
-#: the same once numba itself is imported (the registries and the load remain)
-LOAD_SECONDS = 0.45
-
-
 def startup_seconds() -> float:
     """Predicted seconds before this process's first compiled statevector call."""
     import sys
 
     if _apply is not None:
         return 0.0
-    return LOAD_SECONDS if "numba" in sys.modules else STARTUP_SECONDS
+    return costs.LOAD_SECONDS if "numba" in sys.modules else costs.STARTUP_SECONDS
 
 
 def warm() -> bool:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..hardware import costs
 from .circuit import Gate, GateCircuit, is_controlled
 
 #: widths :func:`choose_fusion` tries
@@ -48,29 +49,6 @@ FUSION_WIDTHS = (2, 3, 4, 5)
 #: default widest diagonal block (one pass over the state to apply whatever its width; kept
 #: as a dense 2^k x 2^k matrix like every Gate, so not wider than this)
 MAX_DIAGONAL_QUBITS = 6
-
-# Cost model of one fused gate on a 2^n state (numpy tensordot on this project's 2-core
-# machine, complex128, n = 14..20; see docs/benchmarks/history.md, "Deep, narrow circuits"):
-#: seconds of Python and numpy call overhead per applied gate
-GATE_OVERHEAD_SECONDS = 1.5e-5
-#: seconds per state element per dense gate for the copy into the GEMM layout and the output
-DENSE_SECONDS_PER_ELEMENT = 2.0e-9
-#: seconds per state element per 2^k multiply-adds of a dense k-qubit gate (0.45e-9 for the
-#: tensordot kernel; refitted for the axis-tracking one: this model's old predictions
-#: scaled by the speedup measured side by side on 28 fused runs; docs/benchmarks/history.md,
-#: "Buffers kept between runs, an axis-tracking statevector")
-MAC_SECONDS_PER_ELEMENT = 0.31e-9
-# The compiled in-place kernel (states of 14 qubits and more), fitted on this machine at
-# 2^20 and 2^24 elements, widths 1-5 (``python -m benchmarks.sv_kernel_fit``; docs/benchmarks/
-# history.md, "The statevector route near qsim"): seconds per element per
-# dense gate, whatever its width (one pass, plus the low-bit swaps a third of the gates
-# need), and per element per 2^k complex multiply-adds, by bytes per amplitude
-COMPILED_SECONDS_PER_ELEMENT = 1.1e-9
-COMPILED_MAC_SECONDS_PER_ELEMENT = {8: 0.075e-9, 16: 0.18e-9}
-#: seconds per state element of an element-wise diagonal product
-DIAGONAL_SECONDS_PER_ELEMENT = 1.2e-9
-#: seconds per original gate to multiply it into its block (fusion itself)
-FUSE_SECONDS_PER_GATE = 1.2e-5
 
 
 def is_diagonal(matrix: np.ndarray) -> bool:
@@ -452,13 +430,13 @@ def gate_seconds(n_qubits: int, width: int, diagonal: bool, *, itemsize: int = 1
     """
     elements = float(2**n_qubits)
     if diagonal:
-        return GATE_OVERHEAD_SECONDS + elements * DIAGONAL_SECONDS_PER_ELEMENT
+        return costs.GATE_OVERHEAD_SECONDS + elements * costs.DIAGONAL_SECONDS_PER_ELEMENT
     if compiled:
-        mac = COMPILED_MAC_SECONDS_PER_ELEMENT[8 if itemsize <= 8 else 16]
-        return GATE_OVERHEAD_SECONDS + elements * (
-            COMPILED_SECONDS_PER_ELEMENT + mac * 2**width)
-    return GATE_OVERHEAD_SECONDS + elements * (
-        DENSE_SECONDS_PER_ELEMENT + MAC_SECONDS_PER_ELEMENT * 2**width)
+        mac = costs.COMPILED_MAC_SECONDS_PER_ELEMENT[8 if itemsize <= 8 else 16]
+        return costs.GATE_OVERHEAD_SECONDS + elements * (
+            costs.COMPILED_SECONDS_PER_ELEMENT + mac * 2**width)
+    return costs.GATE_OVERHEAD_SECONDS + elements * (
+        costs.DENSE_SECONDS_PER_ELEMENT + costs.MAC_SECONDS_PER_ELEMENT * 2**width)
 
 
 def blocks_seconds(n_qubits: int, blocks: Sequence[_Block], **kernel) -> float:
@@ -519,7 +497,7 @@ def predict_statevector(circuit: GateCircuit, widths: Sequence[int] = FUSION_WID
                 circuit, k, keep_diagonal=False, max_diagonal_qubits=MAX_DIAGONAL_QUBITS,
                 diagonal=flags)
         merged = sum(len(b.gates) for b in blocks if len(b.gates) > 1)
-        seconds = blocks_seconds(n, blocks, **kernel) + FUSE_SECONDS_PER_GATE * merged
+        seconds = blocks_seconds(n, blocks, **kernel) + costs.FUSE_SECONDS_PER_GATE * merged
         if best is None or seconds < best[0]:
             best = (seconds, k)
     if best is None:

@@ -1,4 +1,6 @@
-"""Hardware profiles (``backends/*.toml``); :mod:`.calibrate` measures this machine.
+"""Hardware profiles (``backends/*.toml``); :mod:`.calibrate` measures this machine;
+:mod:`.costs` holds the cost model's constants (every price the router, planner, fusion,
+sampling and expectation use).
 
 Layer 1: imports only the standard library, numpy and qsimdist's layer 0.
 """

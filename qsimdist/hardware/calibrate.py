@@ -40,6 +40,7 @@ import numpy as np
 from .._optional import require
 from ..config import DTYPES
 from ..errors import ProfileError
+from . import costs
 from .profiles import HardwareProfile
 
 #: environment variables in which MPI launchers publish the number of ranks
@@ -58,8 +59,6 @@ _SETTINGS = {
     True: {"gemm_n": 512, "copy_bytes": 32 * _MiB, "a2a_bytes": 8 * _MiB, "repeats": 5,
            "lat": 10},
 }
-#: latency assumed when it is not measured (no MPI), seconds per message
-UNMEASURED_LATENCY = 1e-6
 
 
 def mpi_world_size_from_env() -> int:
@@ -193,13 +192,13 @@ def calibrate(
             "max_nodes": 1,
             "memory_bytes": memory,
             "intra_bandwidth": copy_bw,
-            "intra_latency": UNMEASURED_LATENCY,
+            "intra_latency": costs.UNMEASURED_LATENCY,
             "inter_bandwidth": copy_bw,
-            "inter_latency": UNMEASURED_LATENCY,
+            "inter_latency": costs.UNMEASURED_LATENCY,
         }
         notes.append(
             "Interconnect not measured (no MPI): intra/inter bandwidth are the copy bandwidth "
-            f"and latency is an assumed {UNMEASURED_LATENCY:g} s. Run under "
+            f"and latency is an assumed {costs.UNMEASURED_LATENCY:g} s. Run under "
             "'mpiexec -n 2 qsimdist calibrate ...' to measure them."
         )
     else:
@@ -216,7 +215,7 @@ def calibrate(
                 intra_bw = comm.allreduce(intra_bw, op=mpi.MIN)
                 intra_lat = comm.allreduce(intra_lat, op=mpi.MAX)
             else:
-                intra_bw, intra_lat = copy_bw, UNMEASURED_LATENCY
+                intra_bw, intra_lat = copy_bw, costs.UNMEASURED_LATENCY
                 notes.append("One rank per node: intra-node values not measured (copy bandwidth).")
         finally:
             node.Free()

@@ -30,6 +30,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..hardware.costs import DEFAULT_COSTS, LocalCosts
+
 Index = str
 NEVER = math.inf
 
@@ -232,105 +234,6 @@ def _runs(labels: Sequence[str], sizes: Sequence[int]) -> list[tuple[str, int]]:
         else:
             runs.append((lab, d))
     return runs
-
-
-#: inner GEMMs of at most this many multiply-adds may run in the compiled loop kernel
-#: (``LocalCosts.small_inner``'s default; the executors' kernels read it from here)
-SMALL_INNER = 4096
-#: extents of ``n`` and ``k`` that have a specialised (unrolled) loop kernel, compiled once
-#: and cached (``LocalCosts.loop_unrolled_n`` / ``loop_unrolled_k``'s defaults)
-UNROLLED_N = (1, 2, 4, 8, 16)
-UNROLLED_K = (2, 4, 8)
-
-
-@dataclass(frozen=True)
-class LocalCosts:
-    """Constants of the single-device kernel choice (seconds per unit).
-
-    ``call`` is the overhead of one BLAS call (one inner GEMM of a broadcast
-    ``matmul``). ``flop`` is the BLAS time per real FLOP of a large GEMM; an
-    ``m x n x k`` GEMM runs at that rate times ``m/(m+h) * n/(n+h) *
-    k/(k+h)`` with ``h = gemm_half`` (small GEMMs leave most of the machine
-    idle: on the machine below a 2 x 1024 x 32 GEMM runs ten times slower per
-    FLOP than a 512-cube). ``copy_byte`` is the time of one byte moved by a
-    contiguous copy (or a permutation whose contiguous runs are at least
-    ``long_run`` elements) and ``permute_byte`` by a strided permutation. A
-    step permutes at run time only when that is predicted
-    ``transpose_margin`` times faster than the best permutation-free kernel:
-    the lifetime order exists to avoid permutations, and a close call is not
-    worth one.
-
-    Broadcast steps whose inner GEMM has at most ``small_inner``
-    multiply-adds may run in the compiled loop kernel: ``loop_setup`` per
-    step (dispatch and stride tables), ``loop_call`` per outer index, and
-    ``loop_flop`` seconds per real FLOP where ``n`` and ``k`` are among the
-    unrolled extents (``loop_unrolled_n``, ``loop_unrolled_k``), else
-    ``loop_flop_generic``. A step whose operands share no outer axis may
-    instead run as the tiled kernel (see ``tiled_seconds``). A step too large
-    for the loop runs tiled instead of BLAS broadcast only where predicted
-    ``tiled_margin`` times faster. The loop and tiled constants were fitted
-    (least squares on log time) to 183 step shapes of three circuits' plans
-    timed in isolation (docs/benchmarks/history.md, "Tiled kernel, second pass"):
-    the fitted choice's total time is within 1% of the best kernel's per step,
-    the previous constants' 40% above it. Defaults are for a 2-core x86 machine.
-    """
-
-    call: float = 0.4e-6
-    flop: float = 1 / 100e9
-    gemm_half: float = 16.0
-    copy_byte: float = 1 / 4e9
-    permute_byte: float = 1 / 1.5e9
-    long_run: int = 64
-    loop_setup: float = 4.6e-6
-    loop_call: float = 0.0
-    loop_flop: float = 1 / 10e9
-    loop_flop_generic: float = 1 / 6.7e9
-    loop_unrolled_n: tuple[int, ...] = UNROLLED_N
-    loop_unrolled_k: tuple[int, ...] = UNROLLED_K
-    small_inner: int = SMALL_INNER
-    transpose_margin: float = 1.5
-    tiled_setup: float = 23e-6
-    tiled_flop: float = 1 / 150e9
-    tiled_half: float = 3.0
-    tiled_byte: float = 1 / 10.5e9
-    tiled_margin: float = 1.5
-    tiled_small: int = 65536
-
-    def loop_seconds(self, batch: int, m: int, n: int, k: int) -> float:
-        """Predicted time of the compiled loop kernel (inf where the inner GEMM is too big)."""
-        if m * n * k > self.small_inner:
-            return float("inf")
-        unrolled = n in self.loop_unrolled_n and k in self.loop_unrolled_k
-        per_flop = self.loop_flop if unrolled else self.loop_flop_generic
-        return self.loop_setup + batch * self.loop_call + 8.0 * batch * m * n * k * per_flop
-
-    def tiled_seconds(self, rows: int, cols: int, k: int, itemsize: int) -> float:
-        """Predicted time of the tiled kernel: ``rows x k`` by ``cols x k`` into ``rows x cols``.
-
-        Row tiles of the large operand times the small one through BLAS (as
-        real GEMMs on the interleaved storage where ``k`` is small), each tile
-        scattered into place: ``tiled_setup`` per step, ``tiled_flop`` seconds
-        per real FLOP divided by ``cols/(cols+h) * k/(k+h)`` with ``h =
-        tiled_half`` (thin GEMMs leave the vector units idle), plus the large
-        operand read and the output written at ``tiled_byte`` seconds per
-        byte. Only a small operand (``cols * k <= tiled_small``) qualifies.
-        """
-        if cols * k > self.tiled_small or k == 0 or rows == 0:
-            return float("inf")
-        h = self.tiled_half
-        eff = (cols / (cols + h)) * (k / (k + h))
-        flops = 8.0 * rows * cols * k
-        moved = (rows * k + rows * cols) * itemsize
-        return self.tiled_setup + flops * self.tiled_flop / eff + moved * self.tiled_byte
-
-    def gemm_seconds(self, calls: int, m: int, n: int, k: int) -> float:
-        """Predicted time of ``calls`` BLAS GEMMs of shape ``m x n x k`` (complex)."""
-        h = self.gemm_half
-        eff = (m / (m + h)) * (n / (n + h)) * (k / (k + h))
-        return calls * self.call + 8.0 * calls * m * n * k * self.flop / eff
-
-
-DEFAULT_COSTS = LocalCosts()
 
 
 def gemm_step(

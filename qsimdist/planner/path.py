@@ -42,6 +42,7 @@ import numpy as np
 from .._fileio import atomic_write_text, read_regular_bytes
 from ..config import parse_memory
 from ..errors import InvalidInputError, PlanError
+from ..hardware import costs
 from ..network import Network
 from .lifetime import death_steps
 from .simplify import CHEAP_COST, CHEAP_SIZE
@@ -201,13 +202,6 @@ def clear_cache() -> dict:
 
 #: networks up to this many tensors get cotengra's exact 'optimal' path
 OPTIMAL_MAX_TENSORS = 12
-#: multiply-adds per second assumed when weighing a search against the contraction it may
-#: save (a deliberately low complex64 rate; a constant, not a measurement, so that the
-#: choice, and the path, is the same on every machine)
-SEARCH_RATE = 1e9
-#: estimated seconds of one hyper-optimiser trial per tensor (trial plus subtree
-#: reconfiguration; measured ~4.8 ms on a 2,487-tensor network)
-TRIAL_SECONDS_PER_TENSOR = 5e-3
 #: a greedy path needing at most this many multiply-adds, with no intermediate over
 #: :data:`NO_SEARCH_SIZE` elements, is kept as it is whatever ``max_repeats`` says: its
 #: contraction takes milliseconds, one hyper-optimiser trial on a 100-tensor network
@@ -451,7 +445,7 @@ def _default_repeats(n: int, greedy_cost: float) -> int:
     same on every machine and run.
     """
     base = 8 if n <= 100 else 32
-    affordable = (greedy_cost / SEARCH_RATE) / (n * TRIAL_SECONDS_PER_TENSOR)
+    affordable = (greedy_cost / costs.SEARCH_RATE) / (n * costs.TRIAL_SECONDS_PER_TENSOR)
     return int(min(base, affordable))
 
 
@@ -688,11 +682,11 @@ def slice_from(net: Network, ssa_path, target_size: int, prefer=(), max_repeats:
     prefer = [i for i in prefer if i in net.size_dict and i not in set(net.output)]
     if not prefer:
         return slice_path(net, ssa_path, target_size, max_repeats)
-    costs = SliceCosts(net, ssa_path)
-    width, _ = costs.evaluate(set(prefer))
+    slice_costs = SliceCosts(net, ssa_path)
+    width, _ = slice_costs.evaluate(set(prefer))
     target_log2 = math.log2(target_size)
     if width <= target_log2 + 1e-9:
-        return costs.restore(prefer, target_log2)
+        return slice_costs.restore(prefer, target_log2)
     inputs, output, size_dict, sym = net.symbolic()
     names = net.canonical_names()
     to_sym = {names[j]: s for j, s in enumerate(sym)}
@@ -701,4 +695,4 @@ def slice_from(net: Network, ssa_path, target_size: int, prefer=(), max_repeats:
         tree.remove_ind_(to_sym[i])
     tree = _slice(tree, target_size, max_repeats)
     # cotengra's slicer measures width its own way on hyper-indices: finish by ours
-    return costs.extend(sliced_names(net, tree), target_log2, set(net.output))
+    return slice_costs.extend(sliced_names(net, tree), target_log2, set(net.output))

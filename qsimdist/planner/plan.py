@@ -21,8 +21,9 @@ import numpy as np
 from .._fileio import atomic_write_text
 from ..config import check_dtype, format_bytes, format_count, reuse_enabled
 from ..errors import InvalidInputError, PlanError, PlanFormatError
+from ..hardware.costs import LocalCosts
 from ..network import Network
-from .lifetime import Layouts, LocalCosts, Step, lifetime_order
+from .lifetime import Layouts, Step, lifetime_order
 from .path import PathOptions, find_path, slice_path
 from .registry import get_executor, read_schedule
 

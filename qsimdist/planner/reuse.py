@@ -43,6 +43,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..hardware import costs
+
 if TYPE_CHECKING:  # pragma: no cover
     from .plan import Plan
 
@@ -263,10 +265,6 @@ def check_kept(plan: Plan, kept: Sequence[int]) -> str | None:
     return None
 
 
-#: a step's fixed cost in the local executor, in FLOPs: about 25 us a step at 10 GFLOP/s
-#: (the n30 amplitude's small steps on this project's 2-core machine, measured in
-#: docs/benchmarks/history.md, "Reuse across slices")
-LOCAL_STEP_FLOPS = 2.5e5
 #: a local plan keeps outputs only for a predicted saving of at least this share
 LOCAL_MIN_SAVING = 0.1
 
@@ -283,9 +281,10 @@ def local_kept_bytes(plan: Plan, kept: Sequence[int]) -> int:
 def local_choice(plan: Plan, memory_limit: int) -> tuple[list[str], frozenset[int]] | None:
     """(slice order, kept step outputs) for a sliced local plan, or ``None`` when not worth it.
 
-    Steps are weighed by their FLOPs plus :data:`LOCAL_STEP_FLOPS`; outputs are
-    kept in the memory the plan leaves free under ``memory_limit``, and only
-    when that saves at least :data:`LOCAL_MIN_SAVING` of the weight
+    Steps are weighed by their FLOPs plus
+    :data:`~qsimdist.hardware.costs.LOCAL_STEP_FLOPS`; outputs are kept in the memory
+    the plan leaves free under ``memory_limit``, and only when that saves at least
+    :data:`LOCAL_MIN_SAVING` of the weight
     (:func:`qsimdist.planner.plan.with_local_reuse` applies it).
     """
     if (plan.schedule is not None or plan.kept or plan.stats.n_slices < 2
@@ -294,7 +293,7 @@ def local_choice(plan: Plan, memory_limit: int) -> tuple[list[str], frozenset[in
     free = int(memory_limit) - plan.stats.peak_bytes
     if free <= 0:
         return None
-    weights = [s.flops + LOCAL_STEP_FLOPS for s in plan.steps]
+    weights = [s.flops + costs.LOCAL_STEP_FLOPS for s in plan.steps]
     order = slice_order(plan, 1, weights)
     node_bytes = {s.out: local_kept_bytes(plan, (s.out,)) for s in plan.steps}
     kept = choose_kept(plan, order, 1, weights, node_bytes, free)

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...errors import PlanError
-from ...hardware import HardwareProfile
+from ...hardware import HardwareProfile, costs
 from ..lifetime import gemm_step
 from ..path import slice_from
 from ..plan import Plan, build_plan
@@ -444,13 +444,6 @@ register_strategy("forced_only", group_sizes="all", elective=False)
 register_strategy("dp", group_sizes="all", elective=True)
 
 
-#: planning effort, in seconds per plan step of one ``schedule_slice`` or
-#: ``sliced_plan`` call (measured here: 0.9-1.6e-4 on 77- and 133-step plans)
-PLANNING_SECONDS_PER_STEP = 1.0e-4
-#: the effort a budgeted search always spends before weighing it against the run
-MIN_PLANNING_SECONDS = 0.25
-
-
 def schedule(plan: Plan, profile: HardwareProfile, devices: int, strategy: str = "dp",
              big_fractions=BIG_FRACTIONS, sliced_cache: dict | None = None,
              view_caches: dict | None = None, budgeted: bool = False,
@@ -464,9 +457,10 @@ def schedule(plan: Plan, profile: HardwareProfile, devices: int, strategy: str =
     the slices in rounds. Raises :class:`PlanError` when nothing fits.
 
     ``budgeted``: stop searching once the effort spent (counted in plan steps
-    examined, :data:`PLANNING_SECONDS_PER_STEP` each, so the same plan always
-    gets the same schedule) exceeds both :data:`MIN_PLANNING_SECONDS` and the
-    best schedule's predicted run: a contraction of microseconds is not worth
+    examined, :data:`~qsimdist.hardware.costs.PLANNING_SECONDS_PER_STEP` each, so the
+    same plan always gets the same schedule) exceeds both
+    :data:`~qsimdist.hardware.costs.MIN_PLANNING_SECONDS` and the best schedule's
+    predicted run: a contraction of microseconds is not worth
     seconds of search (tfim_hex_4x4_t3 on 4 ranks: 1.6 s of planning, 10 us
     predicted).
 
@@ -483,11 +477,11 @@ def schedule(plan: Plan, profile: HardwareProfile, devices: int, strategy: str =
     cache = sliced_cache if sliced_cache is not None else {}
     views = view_caches if view_caches is not None else {}
     best: Schedule | None = None
-    call_seconds = PLANNING_SECONDS_PER_STEP * len(plan.steps)
+    call_seconds = costs.PLANNING_SECONDS_PER_STEP * len(plan.steps)
     spent = 0.0
 
     def enough() -> bool:
-        return (budgeted and best is not None and spent > MIN_PLANNING_SECONDS
+        return (budgeted and best is not None and spent > costs.MIN_PLANNING_SECONDS
                 and spent > best.predicted.seconds)
 
     for d in sizes:
