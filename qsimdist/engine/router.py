@@ -266,7 +266,7 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
     this process's start-up of numba priced in, else numpy's GEMMs. Both kernels
     are priced on the same fusion block structures (made once, kept in ``cache``).
     """
-    from ..executors.statevector import compiled_kernel_runs, statevector_bytes
+    from ..executors.statevector import compiled_kernel_runs, run_dtype, statevector_bytes
     from ..frontends.fusion import FUSION_WIDTHS, predict_statevector
 
     n = gc.n_qubits
@@ -291,7 +291,7 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
     elif backend != "numpy":
         return (Route(str(tn_method), f"backend {backend!r}: the statevector route runs on numpy",
                       statevector_bytes=need), need, None, math.inf, None)
-    itemsize = np.dtype(dtype).itemsize
+    itemsize = np.dtype(run_dtype(n, dtype)).itemsize
     structures = circuit_cache(gc, cache).statevector_blocks
     sv = gc.statevector_form()  # multi-controlled gates kept whole
     width, seconds = predict_statevector(sv, FUSION_WIDTHS, structures, itemsize=itemsize)

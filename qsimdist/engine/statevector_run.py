@@ -8,6 +8,8 @@ readers of the state (amplitudes, shots, Pauli terms) take the state from here.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..frontends import GateCircuit
 from .router import CircuitCache, Route
 
@@ -23,7 +25,7 @@ def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None,
     """
     import time
 
-    from ..executors.statevector import simulate
+    from ..executors.statevector import run_dtype, simulate
     from ..frontends.fusion import absorb_swaps, diagonal_flags, fuse
 
     t0 = time.perf_counter()
@@ -42,9 +44,12 @@ def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None,
         blocks = cache.statevector_blocks.get(width)
     fused = fuse(relabelled, width, keep_diagonal=False, progress=progress, blocks=blocks)
     fuse_seconds = time.perf_counter() - t0
-    state = simulate(gc.n_qubits, fused.gates, fused.global_phase, dtype,
+    run = run_dtype(gc.n_qubits, dtype)  # small states: complex128 whatever is asked
+    state = simulate(gc.n_qubits, fused.gates, fused.global_phase, run,
                      diagonal=diagonal_flags(fused), progress=progress,
                      kernel=route.kernel or "auto", work=work, logical=logical)
+    if run != str(np.dtype(dtype)):
+        state = state.astype(dtype)
     return state, fused, fuse_seconds
 
 
