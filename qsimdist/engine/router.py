@@ -236,6 +236,15 @@ def network_gates(gc: GateCircuit, cache: CircuitCache | None = None) -> int:
     return len(_network_blocks(cache))
 
 
+def controlled_blocks_at_least(gc: GateCircuit) -> int:
+    """A lower bound on the network's gates from the compact form alone: a controlled gate on
+    ``k`` qubits expands into gates that touch all ``k``, so into at least ``ceil(k / 2)``
+    blocks of the network's width-2 fusion (0 where the circuit has no compact form)."""
+    if gc.compact is None:
+        return 0
+    return sum(-(-len(g.qubits) // 2) for g in gc.compact.gates if getattr(g, "controls", 0))
+
+
 def network_gates_at_least(gc: GateCircuit, cache: CircuitCache | None = None) -> int:
     """At least as many gates as the network the tensor-network route builds
     (:func:`fuse_for_network`'s): their number where ``cache`` has counted or fused them
@@ -410,8 +419,13 @@ def route_amplitudes(gc: GateCircuit, bits: list[str], *, order: str, dtype: str
     fixed = [b for b in bits if "*" not in b]
     least = contractions if contractions is not None else (
         len(bits) - len(fixed) + (1 if fixed else 0))
-    # (tn_floor grows with the gates, so a lower bound on them gives one on the floor; where
-    # that is not enough but the gates before fusion would be, count the fusion's blocks)
+    # (tn_floor grows with the gates, so a lower bound on them gives one on the floor: first
+    # one from the compact form's controlled gates, free; then one pass over the gates;
+    # where that is not enough but the gates before fusion would be, the fusion's blocks)
+    floor = tn_floor(controlled_blocks_at_least(gc), least)
+    if sv <= floor:
+        return Route("statevector", "predicted below the tensor-network floor", sv, floor,
+                     need, width, engine=engine[0], kernel=engine[1])
     floor = tn_floor(network_gates_at_least(gc, cache), least)
     if floor < sv <= tn_floor(len(gc.gates), least):
         floor = tn_floor(network_gates(gc, cache), least)

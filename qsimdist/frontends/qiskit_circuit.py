@@ -487,14 +487,22 @@ class _Conversion:
                                    sub.wire if sub.permuted else None, sub.marks)
         else:
             EXPANSIONS.reused += 1
-        gates, phase, wire, marks = found
+        gates, phase, wire, marks, placed = found
         offset = len(self.gc.gates)
-        for first, stop, added, cg in marks:
-            self.marks.append((offset + first, offset + stop, added, dataclasses.replace(
-                cg, qubits=tuple(wires[w] for w in cg.qubits))))
-        append = self.gc.gates.append
-        for g in gates:
-            append(IRGate(g.matrix, tuple(wires[w] for w in g.qubits), g.name))
+        # the expansion on these wires, made once (a walk or a search repeats one gate on the
+        # same wires many times; the gates are never changed in place, so they are shared)
+        here = placed.get(tuple(wires))
+        if here is None:
+            here = (tuple(IRGate(g.matrix, tuple(wires[w] for w in g.qubits), g.name)
+                          for g in gates),
+                    tuple((first, stop, added, dataclasses.replace(
+                        cg, qubits=tuple(wires[w] for w in cg.qubits)))
+                        for first, stop, added, cg in marks))
+            if len(placed) < PLACED_PER_EXPANSION:
+                placed[tuple(wires)] = here
+        self.gc.gates.extend(here[0])
+        self.marks.extend((offset + first, offset + stop, added, cg)
+                          for first, stop, added, cg in here[1])
         self.gc.global_phase += phase
         self.touched.update(wires)
         if wire is not None:  # a permutation inside: local qubit i ends on local wire wire[i]
@@ -543,7 +551,7 @@ class ExpansionCache:
     def put(self, key: tuple, gates: list, phase: float, wire: list[int] | None,
             marks: list | tuple = ()) -> tuple:
         self.built += 1
-        entry = (tuple(gates), phase, None if wire is None else list(wire), tuple(marks))
+        entry = (tuple(gates), phase, None if wire is None else list(wire), tuple(marks), {})
         if len(gates) <= self.max_gates:
             self.entries[key] = entry
             self.gates += len(gates)
@@ -556,6 +564,9 @@ class ExpansionCache:
         self.entries.clear()
         self.gates = self.built = self.reused = 0
 
+
+#: placements (the expansion's gates on given wires) kept per cached expansion
+PLACED_PER_EXPANSION = 16
 
 #: the process's cache of expansions (see :meth:`_Conversion.splice`)
 EXPANSIONS = ExpansionCache()
