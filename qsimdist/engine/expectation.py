@@ -175,7 +175,6 @@ class ExpectationEngine:
 
             self._profile = profile_for(self.profile or "local-cpu", self._limit)
 
-    memory_budget = property(lambda self: self._budget, doc="The run's MemoryBudget.")
     @property
     def plans(self) -> int:
         """The number of plans held (one per network structure seen)."""

@@ -50,9 +50,6 @@ from .errors import qiskit_errors
 from .options import PrimitiveOptions, check_executor_choice, submit_job
 
 BACKEND_CHOICES = ("numpy", "cupy")
-#: a dynamic circuit lowered to at most this many qubits is estimated on its statevector
-#: from the first read on (where it fits a quarter of the memory budget)
-DYNAMIC_STATEVECTOR_MAX_QUBITS = 24
 
 
 @dataclass(frozen=True)
@@ -343,36 +340,13 @@ class _BranchSampler:
             precision: float) -> np.ndarray:
         flat_obs = self.pub.observables.ravel()
         evs = np.zeros(self.pub.shape, dtype=np.float64)
-        # the branch probabilities and terms of one binding read one final state; where
-        # the lowered circuit's state is small, it is the route from the first read on
-        # (the first projectors' small light cones would otherwise price a tensor network
-        # per read until the statevector wins once)
-        engine = self.engine
-        method = engine.method
-        if method == "auto" and self._state_is_small():
-            engine.method = "statevector"
-        engine.keep_state = True
+        # the branch probabilities and terms of one binding read one final state
+        self.engine.keep_state = True
         try:
             self._evs(evs, flat_obs, p_of, o_of, pairs, precision)
         finally:
-            engine.release_state()
-            engine.method = method
+            self.engine.release_state()
         return evs
-
-    def _state_is_small(self) -> bool:
-        """Whether every binding's lowered circuit has at most
-        :data:`DYNAMIC_STATEVECTOR_MAX_QUBITS` qubits and its statevector takes at most a
-        quarter of the memory budget."""
-        from ..executors.statevector import statevector_bytes
-
-        bound = self.engine.memory_budget.bound
-        for b in range(max(1, int(np.prod(self.pub.parameter_values.shape)))):
-            _, gc = self.circuit(b)
-            if gc.n_qubits > DYNAMIC_STATEVECTOR_MAX_QUBITS or (
-                    bound is not None
-                    and statevector_bytes(gc.n_qubits, self.engine.dtype) > bound // 4):
-                return False
-        return True
 
     def _evs(self, evs: np.ndarray, flat_obs, p_of: np.ndarray, o_of: np.ndarray,
              pairs: dict[int, set[int]], precision: float) -> None:
