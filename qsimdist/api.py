@@ -22,7 +22,6 @@ from .engine.amplitudes import (
     covering_pattern,
     distributed_amplitudes,
     load_circuit,
-    path_options_from,
     run_amplitudes,
     simplify_within,
 )
@@ -107,7 +106,7 @@ def plan(
     dtype = check_dtype(dtype)
     budget = MemoryBudget.resolve(memory_limit)  # once: the steps below share it
     limit = budget.limit
-    opts = path_options_from(path_options, max_time, max_repeats)
+    opts = PathOptions.coerce(path_options, max_time, max_repeats)
     net = simplified_network(circuit, bitstrings=bitstrings, order=order, memory_limit=budget,
                              dtype=dtype, simplify_sequence=simplify_sequence)
     if tree is None:
@@ -225,7 +224,7 @@ def amplitudes(
     run_options = RunOptions.resolve(dtype=dtype, memory_limit=memory_limit, backend=backend,
                                      executor=executor, profile=profile, comm=comm, gemm=gemm,
                                      collectives=collectives)
-    opts = path_options_from(path_options, max_time, max_repeats)
+    opts = PathOptions.coerce(path_options, max_time, max_repeats)
     return run_amplitudes(circuit, bitstrings, run_options, order=order,
                           simplify_sequence=simplify_sequence, opts=opts, progress=progress,
                           batch=batch, method=method)
@@ -294,7 +293,7 @@ def contract(
     budget = MemoryBudget.resolve(memory_limit)  # once, for planning and the guard
     p = plan(obj, memory_limit=budget, dtype=dtype, simplify_sequence=simplify_sequence,
              path_options=path_options)
-    check_plan_fits(p, budget)
+    budget.check_plan(p)
     if not exponent:
         return p.execute(backend=backend, gemm=gemm)
     mantissa, found = p.execute(backend=backend, gemm=gemm, strip_exponent=True)
@@ -371,7 +370,7 @@ def run_plan(
 
         keywords["stats"] = RunStats()
     else:
-        check_plan_fits(p, run.memory)  # before anything is allocated
+        run.memory.check_plan(p)  # before anything is allocated
     log.info("executing %s on %s: %d slice(s), %.3e flops",
              plan if not isinstance(plan, Plan) else "the plan", backend, p.stats.n_slices,
              p.stats.flops)

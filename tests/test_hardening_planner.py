@@ -416,9 +416,20 @@ def test_contraction_tree_of_a_circuit_plan():
 
 
 def test_a_users_seed_survives_max_repeats():
-    """path_options_from kept every field but the seed when --max-repeats was given."""
-    from qsimdist.engine.amplitudes import path_options_from as _path_options
+    """The path options' coercion once kept every field but the seed when --max-repeats was
+    given."""
     from qsimdist.planner.path import PathOptions
 
-    opts = _path_options(PathOptions(seed=17, minimize="size"), None, 3)
+    opts = PathOptions.coerce(PathOptions(seed=17, minimize="size"), None, 3)
     assert (opts.seed, opts.minimize, opts.max_repeats) == (17, "size", 3)
+    opts = PathOptions.coerce({"seed": 5}, 2.5, None)
+    assert (opts.seed, opts.max_time, opts.max_repeats) == (5, 2.5, None)
+
+
+@pytest.mark.parametrize("bad", [{"seeds": 1}, ["seed"], 3])
+def test_path_options_refuse_unknown_keys_and_types_in_one_line(bad):
+    from qsimdist.errors import InvalidInputError
+    from qsimdist.planner.path import PathOptions
+
+    with pytest.raises(InvalidInputError, match="valid: max_repeats, max_time"):
+        PathOptions.coerce(bad)

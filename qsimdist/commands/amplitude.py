@@ -64,7 +64,8 @@ def amplitude(
     distributed; rank 0 prints the result.
     """
     from ..api import amplitudes, distributed_amplitudes
-    from ..engine.amplitudes import load_circuit, path_options_from
+    from ..engine.amplitudes import load_circuit
+    from ..planner.path import PathOptions
 
     check_profile(profile)  # refused before any work, under mpiexec or not
     check_comm(collectives, backend)
@@ -73,7 +74,7 @@ def amplitude(
     with progress_bar("contracting") as progress:
         if under_mpi():
             # rank 0 alone reads the circuit and the bitstrings, routes and plans
-            opts = path_options_from(None, max_time, max_repeats)
+            opts = PathOptions.coerce(None, max_time, max_repeats)
             res = distributed_amplitudes(
                 circuit, lambda n: read_bitstrings(bitstrings or [], bitstrings_file)
                 or ["0" * n], profile=profile, opts=opts, progress=progress,

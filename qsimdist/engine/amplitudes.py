@@ -31,7 +31,7 @@ from ..planner.plan import Plan, make_plan
 from ..planner.simplify import DEFAULT_SEQUENCE, simplify
 from .batching import BATCH_PLAN_SHARE, MAX_STARS, batches
 from .cache import PLANS
-from .memory import MemoryBudget, check_fits, check_plan_fits
+from .memory import MemoryBudget, check_fits
 from .options import RunOptions
 from .results import AmplitudeResult
 from .router import (
@@ -126,19 +126,6 @@ def simplify_within(net: Network, seq: str, limit: int | None, dtype: str) -> Ne
     leaves = sum(math.prod(net.size_dict[i] for i in t) for t in net.inputs) * itemsize
     roomy = limit is None or 4 * (leaves + CHEAP_SIZE * itemsize) <= limit
     return simplify(net, seq, skip_cheap=roomy)
-
-
-def path_options_from(path_options, max_time, max_repeats) -> PathOptions:
-    if isinstance(path_options, dict):
-        path_options = PathOptions(**path_options)
-    opts = path_options or PathOptions()
-    if max_time is not None or max_repeats is not None:
-        opts = dataclasses.replace(
-            opts,
-            max_repeats=max_repeats if max_repeats is not None else opts.max_repeats,
-            max_time=max_time if max_time is not None else opts.max_time,
-        )
-    return opts
 
 
 def statevector_amplitudes(gc: GateCircuit, bitstrings: list[str], order: str, dtype: str,
@@ -419,7 +406,7 @@ def run_amplitudes(circuit, bitstrings, run: RunOptions, *, order: str = "qiskit
     def make(net: Network, chosen: bool) -> Plan:
         p = plan_batch(net, dtype, budget.limit, opts, chosen=chosen)
         # the bound fixed at the start: a default re-read mid-run would shrink with our arrays
-        check_plan_fits(p, budget)
+        budget.check_plan(p)
         return p
 
     def execute(p: Plan):

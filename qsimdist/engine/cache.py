@@ -105,7 +105,7 @@ class PlanCache:
         """``(plan, reused)`` for ``net`` under ``run`` (its dtype, memory and executor), checked.
 
         In one process the plan is made within ``run``'s limit and, with ``check``,
-        refused (the memory guard, :func:`~qsimdist.engine.memory.check_plan_fits`) where
+        refused (the memory guard, :meth:`~qsimdist.engine.memory.MemoryBudget.check_plan`) where
         its peak exceeds ``run.memory``. On a distributed executor it is made unsliced
         on rank 0, distributed for the ranks of ``run.comm`` on ``profile`` and shared
         with every rank, which check it as they run it. ``profile``: the resolved
@@ -114,11 +114,11 @@ class PlanCache:
         made within ``limit`` (``None`` where it is then distributed); default
         :func:`~qsimdist.planner.plan.make_plan`.
         """
+        if path_options is None:
+            path_options = run.path_options
         if run.distributed:
             if profile is None:
-                from .coordination import profile_for
-
-                profile = profile_for(run.profile or "local-cpu", run.limit)
+                profile = run.hardware()
             one = None if build is None else (lambda: build(None))
             made = _default_build(net, run.dtype, None, path_options or PathOptions(), True,
                                   profile, run.comm, one)
@@ -130,9 +130,7 @@ class PlanCache:
                                 executor=run.executor, variant=variant,
                                 build=None if build is None else (lambda: build(limit)))
         if check:
-            from .memory import check_plan_fits
-
-            check_plan_fits(plan, run.memory)
+            run.memory.check_plan(plan)
         return plan, reused
 
     def _lookup(self, net: Network, dtype: str, limit: int | None, opts: PathOptions,

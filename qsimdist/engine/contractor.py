@@ -54,11 +54,7 @@ class Contractor:
         self.executor = executor
         self.backend = backend
         self.comm = self.options.comm
-        self.profile = None
-        if self.options.distributed:
-            from .coordination import profile_for
-
-            self.profile = profile_for(profile or "local-cpu", self.limit)
+        self.profile = self.options.profile if self.options.distributed else None
         self.cheap: dict = {}
         self.stats = ContractionStats()
 

@@ -154,13 +154,14 @@ class ExpectationEngine:
             )
         if self.method not in METHODS:
             raise InvalidInputError(f"unknown method {self.method!r}; valid: {', '.join(METHODS)}")
-        if isinstance(self.path_options, dict):
-            self.path_options = PathOptions(**self.path_options)
+        if self.path_options is not None:
+            self.path_options = PathOptions.coerce(self.path_options)
         from .options import RunOptions
 
         self._options = RunOptions.resolve(dtype=self.dtype, memory_limit=self.memory_limit,
                                            backend=self.backend, executor=self.executor,
-                                           comm=self.comm)
+                                           comm=self.comm, profile=self.profile,
+                                           path_options=self.path_options)
         self._budget = self._options.memory
         self._limit = self._budget.limit
         self.comm = self._options.comm
@@ -169,11 +170,7 @@ class ExpectationEngine:
         #: object (a dynamic circuit's branch probabilities and terms, read one by one)
         self.keep_state = False
         self._held: tuple | None = None  # (weak reference to the circuit, dtype, state, fused)
-        self._profile = None
-        if self._options.distributed:
-            from .coordination import profile_for
-
-            self._profile = profile_for(self.profile or "local-cpu", self._limit)
+        self._profile = self._options.profile if self._options.distributed else None
 
     @property
     def plans(self) -> int:
@@ -193,7 +190,7 @@ class ExpectationEngine:
             from ..planner.plan import make_plan
             from .amplitudes import plan_batch
 
-            opts = self.path_options or PathOptions()
+            opts = self._options.path_options
 
             def build(limit: int | None) -> Plan:
                 # within a quarter of the limit where that costs at most twice the
@@ -205,8 +202,7 @@ class ExpectationEngine:
                 return quarter if quarter.stats.flops <= 2 * full.stats.flops else full
 
         # checked against the budget in one process; distributed, made on rank 0 and shared
-        plan, reused = PLANS.plan_for(net, self._options, profile=self._profile,
-                                      path_options=self.path_options, build=build,
+        plan, reused = PLANS.plan_for(net, self._options, build=build,
                                       variant="share" if share else None)
         self._plans[key] = True
         if reused:

@@ -120,6 +120,12 @@ class MemoryBudget:
             f"{format_bytes(need)}"
         )
 
+    def check_plan(self, plan: Plan) -> None:
+        """The guard before a plan runs: refuse (PlanError) when its predicted peak exceeds
+        what this budget may allocate (see :meth:`check`)."""
+        need = plan.stats.peak_bytes
+        self.check(need, f"executing this plan (peak memory {format_bytes(need)})")
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -140,8 +146,7 @@ def check_plan_fits(plan: Plan, memory_limit=None) -> None:
     ``None`` for the default (a share of the memory available now), or ``"none"``
     (physical memory + swap).
     """
-    check_fits(plan.stats.peak_bytes, memory_limit,
-               f"executing this plan (peak memory {format_bytes(plan.stats.peak_bytes)})")
+    MemoryBudget.resolve(memory_limit).check_plan(plan)
 
 
 __all__ = ["NONE_WORDS", "MemoryBudget", "check_fits", "check_plan_fits", "is_none_word",

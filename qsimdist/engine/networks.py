@@ -102,17 +102,8 @@ class ContractOptions:
                 f"simplify_sequence must be a string of quimb's letters, got "
                 f"{shorten(self.simplify_sequence)}"
             )
-        if isinstance(self.path_options, dict):
-            try:
-                object.__setattr__(self, "path_options", PathOptions(**self.path_options))
-            except TypeError as exc:
-                valid = ", ".join(f.name for f in dataclasses.fields(PathOptions))
-                raise InvalidInputError(f"bad path_options ({exc}); valid keys: {valid}") from None
-        elif self.path_options is not None and not isinstance(self.path_options, PathOptions):
-            raise InvalidInputError(
-                f"path_options must be a PathOptions or a dict, got "
-                f"{type(self.path_options).__name__}"
-            )
+        if self.path_options is not None:
+            object.__setattr__(self, "path_options", PathOptions.coerce(self.path_options))
         from ..config import parse_memory
         from .memory import is_none_word
         from .options import check_backend
@@ -158,14 +149,7 @@ class ContractOptions:
         return self.resolved_budget().limit
 
     def resolved_path_options(self) -> PathOptions:
-        opts = self.path_options if isinstance(self.path_options, PathOptions) else PathOptions()
-        if self.max_time is not None or self.max_repeats is not None:
-            opts = dataclasses.replace(
-                opts,
-                max_time=self.max_time if self.max_time is not None else opts.max_time,
-                max_repeats=self.max_repeats if self.max_repeats is not None else opts.max_repeats,
-            )
-        return opts
+        return PathOptions.coerce(self.path_options, self.max_time, self.max_repeats)
 
     def resolved_executor(self) -> str:
         """``executor``, or by default ``"mpi"`` with a ``comm``, or with a ``profile`` when
@@ -189,11 +173,14 @@ class ContractOptions:
         contraction in ``compute_dtype``, within ``budget`` (default
         :meth:`resolved_budget`); validated already, so nothing is resolved twice."""
         runner = self.resolved_runner()
-        return RunOptions(dtype=compute_dtype,
-                          memory=budget if budget is not None else self.resolved_budget(),
-                          backend=self.backend, executor=runner.name, profile=self.profile,
-                          comm=runner.comm if runner.distributed else self.comm,
-                          gemm=self.gemm, collectives=self.collectives)
+        run = RunOptions(dtype=compute_dtype,
+                         memory=budget if budget is not None else self.resolved_budget(),
+                         backend=self.backend, executor=runner.name, profile=self.profile,
+                         comm=runner.comm if runner.distributed else self.comm,
+                         gemm=self.gemm, collectives=self.collectives,
+                         path_options=self.resolved_path_options())
+        # distributed, the profile travels resolved (with its memory set to the limit)
+        return dataclasses.replace(run, profile=run.hardware()) if runner.distributed else run
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -298,14 +285,13 @@ def run_network(net: Network, options: ContractOptions, compute_dtype: str,
 
     # resolved once: free memory is not read again mid-run
     run = options.run_options(compute_dtype)
-    popts = options.resolved_path_options()
     with inside_qsimdist():
         if options.simplify_sequence:
             net = simplify(net, options.simplify_sequence)
         # checked against the budget in one process; distributed, the one-device plan is
         # made unsliced on rank 0 for the profile and checked by every rank as it runs
-        plan, _ = PLANS.plan_for(net, run, path_options=popts,
-                                 build=small_first(net, compute_dtype, popts))
+        plan, _ = PLANS.plan_for(net, run,
+                                 build=small_first(net, compute_dtype, run.path_options))
         out = plan.execute(backend=run.backend, gemm=run.gemm, **run.execute_keywords(),
                            **({"strip_exponent": True} if strip_exponent else {}))
     shape = tuple(net.size_dict[i] for i in net.output)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from ..config import check_dtype, check_gemm
 from ..errors import InvalidInputError
 from ..executors.kinds import Executor, bind_executor, executor_kind
+from ..planner.path import PathOptions
 from .memory import MemoryBudget
 
 
@@ -34,11 +35,16 @@ def check_executor(executor: str) -> str:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """What every route needs to know, resolved once: dtype, memory, backend, executor, GEMM.
+    """What every route needs to know, resolved once: dtype, memory, backend, executor,
+    GEMM, the hardware profile and the path search's options.
 
     Build it with :meth:`resolve`; the memory limit is read there and only there
     (see :class:`~qsimdist.engine.memory.MemoryBudget` for what ``None`` and
     ``"none"`` mean), so a default does not shrink mid-run as arrays are held.
+    Distributed, :attr:`profile` is the resolved
+    :class:`~qsimdist.hardware.HardwareProfile` (default ``local-cpu``) with its
+    per-device memory set to the limit; the routes, the plan cache and the
+    executors take the object whole and never resolve it again.
     """
 
     dtype: str = "complex64"
@@ -52,11 +58,14 @@ class RunOptions:
     #: how the ranks exchange arrays under ``executor="mpi"``: ``"auto"``, ``"mpi"`` or
     #: ``"nccl"`` (:func:`qsimdist.executors.comm.choose_collectives`; the CLI's ``--comm``)
     collectives: str = "auto"
+    #: the path search's options (:class:`~qsimdist.planner.path.PathOptions`)
+    path_options: PathOptions = field(default_factory=PathOptions)
 
     @classmethod
     def resolve(cls, *, dtype: str = "complex64", memory_limit=None, backend: str = "numpy",
                 executor: str = "local", profile=None, comm=None, gemm: str = "complex",
-                seed=None, collectives: str = "auto") -> RunOptions:
+                seed=None, collectives: str = "auto", path_options=None) -> RunOptions:
+        """Validate and resolve every option once (bad input: one-line InvalidInputError)."""
         from ..executors.comm import check_comm_choice, check_nccl_backend
 
         dtype = check_dtype(dtype)
@@ -69,7 +78,23 @@ class RunOptions:
         if runner.distributed:
             comm = runner.comm
         memory = MemoryBudget.resolve(memory_limit, comm if runner.distributed else None)
-        return cls(dtype, memory, backend, executor, profile, comm, gemm, seed, collectives)
+        if runner.distributed:
+            from .coordination import profile_for
+
+            profile = profile_for(profile or "local-cpu", memory.limit)
+        return cls(dtype, memory, backend, executor, profile, comm, gemm, seed, collectives,
+                   PathOptions.coerce(path_options))
+
+    def hardware(self):
+        """The resolved hardware profile of a distributed run (resolved in :meth:`resolve`;
+        resolved here only for options built field by field)."""
+        from ..hardware.profiles import HardwareProfile
+
+        if isinstance(self.profile, HardwareProfile):
+            return self.profile
+        from .coordination import profile_for
+
+        return profile_for(self.profile or "local-cpu", self.limit)
 
     @property
     def runner(self) -> Executor:

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..config import check_order
+from ..config import check_order, reorder_bits
 from ..errors import BitstringError, InvalidInputError, shorten
 from ..network import Network
 
@@ -179,7 +179,8 @@ def parse_bitstring(bitstring: str, n_qubits: int, order: str = "qiskit") -> lis
         raise BitstringError(
             f"bitstring {bitstring!r} has invalid characters {''.join(bad)!r}; valid: 0, 1, *"
         )
-    return list(reversed(bitstring)) if order == "qiskit" else list(bitstring)
+    # one character per qubit, qubit 0 first: the natural order (config's one bit-order helper)
+    return list(reorder_bits(bitstring, "natural") if order == "qiskit" else bitstring)
 
 
 def open_qubits(bitstring: str, order: str = "qiskit") -> list[int]:

@@ -34,7 +34,7 @@ import re
 import stat
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -251,6 +251,35 @@ class PathOptions:
             raise InvalidInputError(
                 f"unknown objective {self.minimize!r}; valid: {', '.join(valid)}"
             )
+
+    @classmethod
+    def coerce(cls, value=None, max_time: float | None = None,
+               max_repeats: int | None = None) -> PathOptions:
+        """The one way a door turns what it was given into path options: ``None`` (the
+        defaults), a ``PathOptions`` or a dict of its fields, with ``max_time`` /
+        ``max_repeats`` (where not ``None``) replacing the fields of those names.
+
+        Raises InvalidInputError for an unknown key or another type, naming the valid keys.
+        """
+        valid = ", ".join(f.name for f in fields(cls))
+        if value is None:
+            opts = cls()
+        elif isinstance(value, cls):
+            opts = value
+        elif isinstance(value, dict):
+            unknown = sorted(set(value) - {f.name for f in fields(cls)}, key=str)
+            if unknown:
+                raise InvalidInputError(f"unknown path option {unknown[0]!r}; valid: {valid}")
+            opts = cls(**value)
+        else:
+            raise InvalidInputError(f"path_options must be a PathOptions or a dict, got "
+                                    f"{type(value).__name__}; valid: {valid}")
+        if max_time is not None or max_repeats is not None:
+            opts = replace(opts,
+                           max_time=max_time if max_time is not None else opts.max_time,
+                           max_repeats=(max_repeats if max_repeats is not None
+                                        else opts.max_repeats))
+        return opts
 
     def key(self) -> dict:
         d = asdict(self)

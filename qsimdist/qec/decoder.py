@@ -112,11 +112,8 @@ class MLDecoder:
             isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
         ):
             raise InvalidInputError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-        if isinstance(path_options, dict):
-            try:
-                path_options = PathOptions(**path_options)
-            except TypeError as exc:
-                raise InvalidInputError(f"bad path_options: {exc}") from None
+        if path_options is not None:
+            path_options = PathOptions.coerce(path_options)
         self.detectors = _check_detectors(detectors)
         source = load_dem(dem, decompose=self.detectors == "observables")
         full = error_model(source)
@@ -176,9 +173,7 @@ class MLDecoder:
                 batch //= 2
                 net = build_network(self.model, batch=batch)
             self.plan = _sweep_plan(net, ssa, self.memory_limit)
-        from ..engine.amplitudes import check_plan_fits
-
-        check_plan_fits(self.plan, self.budget)  # 'none' still keeps within the host
+        self.budget.check_plan(self.plan)  # 'none' still keeps within the host
         self.batch_size = batch
         self.stats.update(plans=self.stats["plans"] + 1, batch_size=batch,
                           plan_seconds=time.perf_counter() - t0, flops=self.plan.stats.flops,

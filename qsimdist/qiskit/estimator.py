@@ -94,8 +94,8 @@ class EstimatorOptions(PrimitiveOptions):
                 f"unknown backend {self.backend!r}; valid: {', '.join(BACKEND_CHOICES)}"
             )
         check_executor_choice(self.executor)
-        if isinstance(self.path_options, dict):
-            object.__setattr__(self, "path_options", PathOptions(**self.path_options))
+        if self.path_options is not None:
+            object.__setattr__(self, "path_options", PathOptions.coerce(self.path_options))
 
 
 class EstimatorV2(BaseEstimatorV2):
