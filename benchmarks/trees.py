@@ -120,7 +120,7 @@ def run_search(name: str, data: Path, profile: str, devices: int, budget: float,
               flush=True)
 
     search(net, Target(load_profile(profile), devices, reuse=reuse), budget,
-           out=tree_file(name, profile, devices, reuse), start=start, seed=seed, progress=say)
+           out=tree_file(name, profile, devices, reuse), start=start, seed=seed, on_round=say)
 
 
 def _searched(name: str, net, profile: str, devices: int, reuse: bool = False):

@@ -44,6 +44,7 @@ from .errors import BitstringError, InvalidInputError, PlanError, PlanFormatErro
 from .frontends import amplitude_network, load, parse_bitstring
 from .network import Network
 from .planner.path import PathOptions
+from .progress import Progress
 from .planner.plan import Plan, make_plan
 from .planner.simplify import DEFAULT_SEQUENCE
 
@@ -173,7 +174,7 @@ def amplitudes(
     path_options: PathOptions | dict | None = None,
     max_time: float | None = None,
     max_repeats: int | None = None,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: Progress | None = None,
     batch: bool = True,
     executor: str = "local",
     profile=None,
@@ -309,7 +310,7 @@ def run_plan(
     comm=None,
     gemm: str = "complex",
     collectives: str = "auto",
-    progress: Callable[..., None] | None = None,
+    progress: Progress | None = None,
     trace: str | os.PathLike | None = None,
 ) -> PlanRun:
     """Execute a saved plan: the Python twin of ``qsimdist run``.
@@ -329,7 +330,8 @@ def run_plan(
         gemm: how BLAS steps multiply (see :func:`qsimdist.executors.local.execute`).
         collectives: how the ranks exchange arrays (``"auto"``, ``"mpi"``,
             ``"nccl"``; see :func:`qsimdist.executors.comm.choose_collectives`).
-        progress: ``progress(..., done, total)``, called as slices finish.
+        progress: ``progress("slices", done, total)`` (:mod:`qsimdist.progress`), called
+            as slices finish.
         trace: under MPI, a file to write each step's measured seconds, bytes and
             peak beside the prediction (rank 0 writes it; input for
             ``qsimdist calibrate --from-trace``).

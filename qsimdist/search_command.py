@@ -155,7 +155,7 @@ def search_command(
     logger.info("searching a tree for %s on %s x %d for %.0f s", circuit, prof.name, p, seconds)
     state = search(net, Target.with_memory(prof, p, dtype, per_device, reuse), seconds,
                    out=output, start=start, seed=seed, resume=not fresh, narrower=narrower,
-                   start_from=start_from, progress=report)
+                   start_from=start_from, on_round=report)
     if as_json:
         typer.echo(json.dumps(dict(state.meta()["search"], file=str(output))))
         return

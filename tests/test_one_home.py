@@ -191,9 +191,40 @@ def test_bit_order_has_one_helper():
     with pytest.raises(InvalidInputError, match="valid: qiskit, natural"):
         reorder_bits("01", "big")
     root = Path(qsimdist.__file__).parent
-    by_hand = [str(p.relative_to(root)) for folder in ("engine", "qiskit")
-               for p in (root / folder).glob("*.py") if "[::-1]" in p.read_text()]
+    by_hand = [str(p.relative_to(root)) for folder in ("engine", "qiskit", "frontends")
+               for p in (root / folder).glob("*.py")
+               if "[::-1]" in p.read_text() or "reversed(bitstring)" in p.read_text()]
     assert not by_hand, by_hand
+
+
+def test_progress_has_one_protocol():
+    """Every progress callback in the package is called as ``progress(stage, done, total)``
+    (qsimdist.progress), a stage name first; a sliced plan's executor reports its slices so."""
+    import qsimdist
+
+    root = Path(qsimdist.__file__).parent
+    odd = []
+    for path in root.rglob("*.py"):
+        if path.name == "progress.py":  # the protocol's own forwarder
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == "progress"):
+                first = node.args[0] if node.args else None
+                if len(node.args) != 3 or not (isinstance(first, ast.Constant)
+                                               and isinstance(first.value, str)):
+                    odd.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not odd, f"progress called outside the one protocol: {odd}"
+    n = 8  # a ring of 4x4 matrices: its trace, sliced to fit 1 KiB
+    inputs = [[i, (i + 1) % n] for i in range(n)]
+    sizes = {i: 4 for i in range(n)}
+    net = Network(inputs, [], sizes, [np.eye(4) for _ in inputs])
+    plan = make_plan(net, dtype="complex128", memory_limit=1024)
+    assert plan.stats.n_slices > 1
+    calls = []
+    plan.execute(progress=lambda *args: calls.append(args))
+    assert calls and all(len(c) == 3 and c[0] == "slices" for c in calls), calls
+    assert calls[-1][1:] == (plan.stats.n_slices, plan.stats.n_slices)
 
 
 # --------------------------------------------------------------------------- fusion

@@ -21,6 +21,7 @@ from ..config import check_gemm
 from ..errors import InvalidInputError, MissingDependencyError
 from ..planner.lifetime import Step
 from ..planner.plan import Plan
+from ..progress import Progress
 from . import kernels
 
 BACKENDS = ("numpy", "cupy")
@@ -28,7 +29,6 @@ BACKENDS = ("numpy", "cupy")
 #: plane copies and additions cost more than the fourth real GEMM it saves
 GAUSS_MIN_EXTENT = 64
 
-Progress = Callable[[int, int], None]
 
 
 def array_module(backend: str):
@@ -519,7 +519,8 @@ def execute(
 ):
     """Run ``plan``; returns an array (numpy, or cupy for ``backend='cupy'``) in output order.
 
-    ``progress(done, total)`` is called after each slice.
+    ``progress("slices", done, total)`` is called after each slice
+    (:mod:`qsimdist.progress`).
 
     ``reuse_workspace``: with numpy, take the free buffers a previous run of
     this plan left and leave this run's for the next (up to ``RETAIN_BYTES``;
@@ -573,7 +574,7 @@ def _run(plan: Plan, xp, dtype, progress, reuse_workspace: bool, gemm: str):
                               gemm, carry, s)
         result = accumulate(result, root.reshape(out_shape), pool)
         if progress is not None:
-            progress(s + 1, total)
+            progress("slices", s + 1, total)
     if carry is not None:
         for arr in carry.values():
             pool.put(arr)
@@ -594,6 +595,6 @@ def _run_scaled(plan: Plan, xp, dtype, progress, reuse_workspace: bool, gemm: st
                                                dtype, compiled, gemm)
         result, exp = accumulate_scaled(result, exp, root.reshape(out_shape), root_exp, pool)
         if progress is not None:
-            progress(done, total)
+            progress("slices", done, total)
     _leave_workspace(plan, pool, reuse_workspace)
     return decimal_mantissa(result, exp, xp)

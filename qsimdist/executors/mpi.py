@@ -800,7 +800,7 @@ def _run(plan: Plan, comm, xp, stats: RunStats, fault, gemm: str, compiled: bool
                 result = accumulate(result, root.reshape(out_shape), pool)
             stats.slices += 1
             if progress is not None and rank == 0:
-                progress(done, len(mine))
+                progress("slices", done, len(mine))
         if result is None:
             result = xp.zeros(out_shape, dtype)
         if strip_exponent:  # the groups' sums meet at the largest exponent

@@ -228,7 +228,7 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
            start: Tree | None = None, seed: int = 0, resume: bool = True,
            round_seconds: float = ROUND_SECONDS, narrower: int = 0,
            start_from: str = "greedy",
-           progress: Callable[[SearchState], None] | None = None) -> SearchState:
+           on_round: Callable[[SearchState], None] | None = None) -> SearchState:
     """Search a tree for ``net`` on ``target`` within ``budget_seconds`` of wall clock.
 
     ``out`` is the state file: written after every round; when it already
@@ -289,8 +289,8 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
         state.record("start")
     state.cpu_seconds = base_cpu + cpu_seconds() - t_cpu
     state.save(out, net)
-    if progress is not None:
-        progress(state)
+    if on_round is not None:
+        on_round(state)
     rng = random.Random(hash((seed, state.rounds)) & 0xFFFFFFFF)
     while True:
         left = budget_seconds - spent() - 1.5 * scoring
@@ -323,8 +323,8 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
             state.score = cand_score
             state.record("better", anneal_offset=offset)
         state.save(out, net)
-        if progress is not None:
-            progress(state)
+        if on_round is not None:
+            on_round(state)
     state.spent_seconds = spent()
     state.cpu_seconds = base_cpu + cpu_seconds() - t_cpu
     state.record("end")

@@ -48,6 +48,7 @@ from ..planner.path import PathOptions
 from .dynamic import LoweredCircuit, lower_circuit, needs_lowering
 from .errors import qiskit_errors
 from .options import PrimitiveOptions, check_executor_choice, submit_job
+from .trajectory import trajectories_for
 
 BACKEND_CHOICES = ("numpy", "cupy")
 
@@ -287,6 +288,9 @@ class _BranchSampler:
         self.joint: dict[tuple, float] = {}   # (binding, branch prefix) -> its probability
         self.values: dict[tuple, float] = {}  # (binding, branch, label) -> <psi|P Pi_b|psi>
         self.terms: dict[str, PauliTerm] = {}
+        # where one process holds the state: the branches as trajectories of the circuit's
+        # own qubits (:mod:`qsimdist.qiskit.trajectory`), the same draws and values
+        self.trajectories = trajectories_for(engine, pub, rng, self.circuit)
 
     def circuit(self, b: int) -> tuple[LoweredCircuit, GateCircuit]:
         found = self.lowered.get(b)
@@ -350,8 +354,12 @@ class _BranchSampler:
 
     def _evs(self, evs: np.ndarray, flat_obs, p_of: np.ndarray, o_of: np.ndarray,
              pairs: dict[int, set[int]], precision: float) -> None:
+        fast = self.trajectories
         for index in np.ndindex(*self.pub.shape):
             b, o = int(p_of[index]), int(o_of[index])
+            if fast is not None and fast.takes(b):
+                fast.draw(index, b, o, precision)
+                continue
             lowered, gc = self.circuit(b)
             branch, prob = self.draw(b)
             needed = flat_obs[o] if lowered.branches else {
@@ -369,6 +377,8 @@ class _BranchSampler:
             if precision != 0:
                 ev = self.rng.normal(ev, precision)
             evs[index] = ev
+        if fast is not None:
+            fast.fill(evs, flat_obs)
 
 
 def _aer_style_options(options, default_precision: float, seed):

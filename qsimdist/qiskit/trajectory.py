@@ -1,0 +1,727 @@
+"""A dynamic circuit's branches as trajectories of its own qubits' state.
+
+:class:`~qsimdist.qiskit.EstimatorV2` gives every element of a pub whose circuit
+measures mid-circuit, resets or branches on classical bits the values of one
+sampled branch (see :mod:`qsimdist.qiskit.estimator`). The deferred-measurement
+circuit (:func:`~qsimdist.qiskit.dynamic.lower_circuit`) holds one more qubit per
+reset or measurement; here the circuit's own ``n``-qubit state is evolved
+instead, one trajectory per branch:
+
+- the circuit is compiled once per parameter binding into a program of unitary
+  segments (each converted with
+  :func:`~qsimdist.frontends.qiskit_circuit.from_qiskit` and fused once), branch
+  points (a measurement or reset that the lowering turns into a branch wire, in
+  the lowering's order) and classical flags; a segment, a measurement and a reset
+  inside a conditional block carry the block's condition as ``(wire, value)``
+  pairs on classical wires, exactly the controls the lowering gives them;
+- at a branch point where the condition holds, ``p0`` of the qubit is read off
+  the normalised state, the outcome is drawn as :class:`_BranchSampler` draws it
+  (``rng.random() * prob < p0`` on joint probabilities, with the same clamps),
+  the state is projected and renormalised (a reset then moves an outcome of 1 to
+  ``|0>``); where the condition fails the outcome is the one the lowered branch
+  wire holds for certain (the clbit's old value; 0 for a reset), still drawn, so
+  the generator is consumed as on the lowered circuit;
+- the terms are read off the final normalised state.
+
+The same seed therefore gives the same branches and the same values as the lowered
+circuit. States are kept per branch prefix (a bounded cache, least recently used
+first out), so a prefix several elements share is simulated once; a prefix is
+replayed from its deepest kept ancestor when it was dropped.
+
+:func:`trajectories_for` says when this route is taken: one process (not under
+MPI), numpy, method ``auto`` or ``statevector``, a state that fits the memory
+budget, and per binding a circuit it can compile whose lowered form is not a
+Clifford circuit (those keep the stabilizer route). Anything else (loops,
+``switch``, unbound parameters) returns to the lowered path, which accepts or
+refuses it as before.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from ..errors import ExecutionError, UnsupportedInstructionError
+from ..frontends.qiskit_circuit import expansion_of, from_qiskit, permutation_pattern
+from .dynamic import MAX_EXPRESSION_QUBITS, expression_truth
+
+#: set False to evaluate every dynamic circuit on its lowered (deferred-measurement) form
+ENABLED = True
+#: widest circuit taken as trajectories (wider ones keep the lowered circuit's routes)
+MAX_QUBITS = 24
+#: the states a trajectory run may hold at once beside its cache (current state, the
+#: copy it came from, a reader's buffers)
+WORK_STATES = 4
+#: most bytes of states kept between branch prefixes
+CACHE_BYTES = 512 << 20
+#: fused gates of the segments act on at most this many qubits
+FUSION_WIDTH = 4
+
+_SKIPPED = ("barrier", "delay")
+_GATES, _MEASURE, _RESET, _FLAG_ALL, _FLAG_TABLE = range(5)
+#: the source of a clbit last written by a final measurement (no branch: never read)
+_LIVE = -1
+
+
+class _Compiler:
+    """Walks a bound circuit as :class:`qsimdist.qiskit.dynamic._Lowering` does, emitting a
+    trajectory program: ``(kind, ...)`` tuples in the lowering's order (see
+    :class:`_Program`). Classical wires are numbered from 0; a clbit's source is the
+    wire holding its value, ``None`` (never written: 0) or :data:`_LIVE`."""
+
+    def __init__(self, qc) -> None:
+        self.qc = qc
+        self.n = qc.num_qubits
+        self.touched: set[int] = set()
+        self.wires = 0
+        self.sources: list[int | None] = [None] * qc.num_clbits
+        self.ops: list[tuple] = []
+        self.segments: list[tuple[tuple, object]] = []  # (controls, QuantumCircuit)
+        self.run: tuple | None = None
+        self.branches = 0
+        #: whether the lowered circuit may be Clifford (no gate with two classical
+        #: controls or more, no measurement or reset inside a condition)
+        self.maybe_clifford = True
+        used_later: list[frozenset[int]] = [frozenset()] * len(qc.data)
+        read_later: list[frozenset[int]] = [frozenset()] * len(qc.data)
+        seen: set[int] = set()
+        read: set[int] = set()
+        for pos in range(len(qc.data) - 1, -1, -1):
+            used_later[pos] = frozenset(seen)
+            read_later[pos] = frozenset(read)
+            inst = qc.data[pos]
+            if inst.operation.name not in (*_SKIPPED, "measure"):
+                seen.update(qc.find_bit(q).index for q in inst.qubits)
+                read.update(qc.find_bit(c).index for c in inst.clbits)
+        self.used_later = used_later
+        self.read_later = read_later
+
+    def fresh(self) -> int:
+        self.wires += 1
+        return self.wires - 1
+
+    def flush(self) -> None:
+        self.run = None
+
+    def controlled(self, count: int) -> None:
+        if count >= 2:
+            self.maybe_clifford = False
+
+    def gate(self, op, qubits: list[int], controls: tuple) -> None:
+        from qiskit import QuantumCircuit
+
+        self.touched.update(qubits)
+        self.controlled(len(controls))
+        if self.run is None or self.run[0] != controls:
+            self.run = (controls, QuantumCircuit(self.n))
+            self.ops.append((_GATES, controls, len(self.segments)))
+            self.segments.append(self.run)
+        self.run[1].append(op, qubits)
+
+    def walk(self, circuit, qmap: list[int], cmap: list[int], controls: tuple,
+             top: bool) -> None:
+        from qiskit.circuit import BoxOp, ControlFlowOp, Gate, IfElseOp
+
+        for pos, inst in enumerate(circuit.data):
+            op = inst.operation
+            qubits = [qmap[circuit.find_bit(q).index] for q in inst.qubits]
+            clbits = [cmap[circuit.find_bit(c).index] for c in inst.clbits]
+            name = op.name
+            where = f"{name!r} at position {pos}"
+            if name in _SKIPPED:
+                continue
+            if name == "measure":
+                (logical,), (clbit,) = qubits, clbits
+                self.touched.add(logical)
+                final = top and not controls and logical not in self.used_later[pos]
+                if final and clbit not in self.read_later[pos]:
+                    self.sources[clbit] = _LIVE
+                    continue
+                old = self.sources[clbit]
+                if controls:
+                    self.maybe_clifford = False
+                    if old == _LIVE:
+                        raise UnsupportedInstructionError(f"{where} rewrites a final bit")
+                new = self.fresh()
+                self.flush()
+                self.ops.append((_MEASURE, logical, new, controls, old))
+                self.sources[clbit] = new
+                self.branches += 1
+                continue
+            if name == "reset":
+                (logical,) = qubits
+                if logical not in self.touched:
+                    continue  # a fresh qubit is already |0>: the lowering drops it
+                if controls:
+                    self.maybe_clifford = False
+                self.flush()
+                self.ops.append((_RESET, logical, self.fresh(), controls))
+                self.branches += 1
+                continue
+            if isinstance(op, IfElseOp):
+                self.if_else(op, qubits, clbits, cmap, circuit, controls, where)
+                continue
+            if isinstance(op, BoxOp):
+                self.walk(op.blocks[0], qubits, clbits, controls, top=False)
+                continue
+            if isinstance(op, ControlFlowOp) or getattr(op, "condition", None) is not None:
+                raise UnsupportedInstructionError(f"control flow {where}")
+            composite = not isinstance(op, Gate) and name != "unitary"
+            definition = None
+            if composite:
+                definition, _ = expansion_of(op, where)
+            elif controls and (not hasattr(type(op), "__array__")
+                               or permutation_pattern(op) is not None):
+                definition, _ = expansion_of(op, where)
+                composite = definition is not None
+            if composite:
+                if definition is None:
+                    raise UnsupportedInstructionError(f"{where} has no definition")
+                phase = definition.global_phase
+                if controls and not (isinstance(phase, (int, float)) and phase == 0):
+                    self.controlled(len(controls))  # a phase on the condition's wires
+                self.walk(definition, qubits, clbits, controls, top=False)
+                continue
+            if clbits or not isinstance(op, Gate) or op.is_parameterized():
+                raise UnsupportedInstructionError(f"{where} is not a bound unitary gate")
+            self.gate(op, qubits, controls)
+
+    def condition(self, condition, bits: dict, where: str):
+        """The condition as sorted ``(wire, value)`` pairs, or ``None`` where it never
+        holds (the lowering's ``condition_controls``)."""
+        from qiskit.circuit import ClassicalRegister, Clbit
+        from qiskit.circuit.classical import expr
+
+        if isinstance(condition, expr.Expr):
+            simple = _simple_equality(condition)
+            if simple is None:
+                return self.expression(condition, bits, where)
+            condition = simple
+        target, value = condition if isinstance(condition, tuple) else (None, None)
+        if isinstance(target, Clbit):
+            members, values = [target], [int(bool(value))]
+        elif isinstance(target, ClassicalRegister):
+            members, value = list(target), int(value)
+            if value < 0 or value >> len(members):
+                return None
+            values = [(value >> k) & 1 for k in range(len(members))]
+        else:
+            raise UnsupportedInstructionError(f"the condition of {where}")
+        pairs: dict[int, int] = {}
+        for bit, want in zip(members, values):
+            src = self.sources[bits[bit]]
+            if src == _LIVE:
+                raise UnsupportedInstructionError(f"the condition of {where} reads a final bit")
+            if src is None:
+                if want:
+                    return None
+                continue
+            if pairs.setdefault(src, want) != want:
+                return None
+        return tuple(sorted(pairs.items()))
+
+    def expression(self, condition, bits: dict, where: str):
+        """A classical expression as the lowering's ``expression_controls``: a sub-cube
+        of the wires it reads is their pairs, otherwise a flag wire holds it."""
+        members = _expression_bits(condition)
+        source = {bit: self.sources[bits[bit]] for bit in members}
+        if any(s == _LIVE for s in source.values()):
+            raise UnsupportedInstructionError(f"the condition of {where} reads a final bit")
+        wires = sorted({w for w in source.values() if w is not None})
+        if len(wires) > MAX_EXPRESSION_QUBITS:
+            raise UnsupportedInstructionError(f"the condition of {where} reads too many bits")
+        truth = expression_truth(condition, members, [source[b] for b in members], wires, where)
+        k = len(wires)
+        holds = [a for a, t in enumerate(truth) if t]
+        if not holds:
+            return None
+        fixed = [(i, holds[0] >> i & 1) for i in range(k)
+                 if all((a >> i & 1) == (holds[0] >> i & 1) for a in holds)]
+        if len(holds) << len(fixed) == 1 << k:
+            return tuple((wires[i], v) for i, v in fixed)
+        flag = self.fresh()
+        const = truth[0]
+        parity = [i for i in range(k) if truth[1 << i] != const]
+        mask = sum(1 << i for i in parity)
+        if not all(truth[a] == (const ^ (bin(a & mask).count("1") & 1)) for a in range(1 << k)):
+            self.maybe_clifford = self.maybe_clifford and k < 2
+        self.flush()
+        self.ops.append((_FLAG_TABLE, flag, tuple(wires), tuple(truth)))
+        return ((flag, 1),)
+
+    def if_else(self, op, qubits, clbits, cmap, circuit, controls: tuple, where: str) -> None:
+        from qiskit.circuit.classical import expr
+
+        if isinstance(op.condition, expr.Expr):
+            members = _expression_bits(op.condition)
+        else:
+            from qiskit.circuit import ClassicalRegister
+
+            target = op.condition[0] if isinstance(op.condition, tuple) else None
+            members = list(target) if isinstance(target, ClassicalRegister) else [target]
+        bits = {b: cmap[circuit.find_bit(b).index] for b in members if b is not None}
+        true_body = op.blocks[0]
+        false_body = op.blocks[1] if len(op.blocks) > 1 else None
+        cond = self.condition(op.condition, bits, where)
+        merged = dict(controls)
+        if cond is None or any(merged.setdefault(q, v) != v for q, v in cond):
+            if false_body is not None:
+                self.walk(false_body, qubits, clbits, controls, top=False)
+            return
+        both = tuple(sorted(merged.items()))
+        if false_body is None:
+            self.walk(true_body, qubits, clbits, both, top=False)
+            return
+        if not cond:
+            self.walk(true_body, qubits, clbits, controls, top=False)
+            return
+        # as the lowering: a flag wire holds the whole condition (outer controls included)
+        flag = self.fresh()
+        self.controlled(len(both))
+        self.flush()
+        self.ops.append((_FLAG_ALL, flag, both))
+        self.walk(true_body, qubits, clbits, ((flag, 1),), top=False)
+        self.walk(false_body, qubits, clbits, ((flag, 0),), top=False)
+
+
+def _simple_equality(condition):
+    """``(clbit or register, value)`` for ``expr.equal(clbit or register, value)`` or a bare
+    clbit, else ``None`` (as the lowering reads them)."""
+    from qiskit.circuit import ClassicalRegister, Clbit
+    from qiskit.circuit.classical import expr
+
+    if isinstance(condition, expr.Var) and isinstance(condition.var, Clbit):
+        return condition.var, True
+    if not (isinstance(condition, expr.Binary) and condition.op is expr.Binary.Op.EQUAL):
+        return None
+    for var, value in ((condition.left, condition.right), (condition.right, condition.left)):
+        if (isinstance(var, expr.Var) and isinstance(var.var, (Clbit, ClassicalRegister))
+                and isinstance(value, expr.Value)):
+            return var.var, value.value
+    return None
+
+
+def _expression_bits(condition) -> list:
+    """The clbits a classical expression reads, in first-use order."""
+    from qiskit.circuit import ClassicalRegister, Clbit
+    from qiskit.circuit.classical import expr
+
+    bits: dict = {}
+    for var in expr.iter_vars(condition):
+        if isinstance(var.var, Clbit):
+            bits.setdefault(var.var, None)
+        elif isinstance(var.var, ClassicalRegister):
+            for bit in var.var:
+                bits.setdefault(bit, None)
+        else:
+            raise UnsupportedInstructionError("a classical variable in a condition")
+    return list(bits)
+
+
+class _Program:
+    """One binding's compiled circuit.
+
+    Attributes:
+        n: qubits.
+        ops: ``(_GATES, controls, segment)``, ``(_MEASURE, qubit, wire, controls, old
+            wire)``, ``(_RESET, qubit, wire, controls)``, ``(_FLAG_ALL, wire, controls)``
+            or ``(_FLAG_TABLE, wire, wires, truth)``; ``controls`` are ``(wire, value)``
+            pairs that must all hold.
+        segments: per segment, its fused gates as ``(matrix, qubits, diagonal)``.
+        first: the fused gates of the first segment (run from ``|0...0>`` by
+            :func:`qsimdist.executors.statevector.simulate`) where ``ops`` begins with one
+            without controls, else ``None``.
+        wires: classical wires.
+        branches: branch points (measurements and resets), in order.
+        maybe_clifford: whether the lowered circuit may be Clifford.
+        gate_lists: the unfused gates of each segment (for that check).
+    """
+
+    def __init__(self, compiler: _Compiler) -> None:
+        from ..frontends.fusion import diagonal_flags, fuse
+
+        self.n = compiler.n
+        self.ops = compiler.ops
+        self.wires = compiler.wires
+        self.branches = compiler.branches
+        self.maybe_clifford = compiler.maybe_clifford
+        self.segments: list[list[tuple]] = []
+        self.gate_lists: list[tuple[int, list]] = []
+        self.first = None
+        for s, (controls, qc) in enumerate(compiler.segments):
+            gc = from_qiskit(qc)
+            self.gate_lists.append((len(controls), gc.gates))
+            fused = fuse(gc.statevector_form(), FUSION_WIDTH, keep_diagonal=False)
+            flags = diagonal_flags(fused)
+            if s == 0 and self.ops and self.ops[0][0] == _GATES and not self.ops[0][1]:
+                self.first = (fused.gates, flags)
+            self.segments.append([_prepared(g, d) for g, d in zip(fused.gates, flags)])
+
+    def may_be_clifford(self) -> bool:
+        """Whether the lowered circuit may be Clifford (where not, it certainly is not):
+        no two classical controls on anything, unconditional gates Clifford, and a gate
+        under one control a Pauli up to phase (one nonzero entry per row)."""
+        if not self.maybe_clifford:
+            return False
+        from ..engine.stabilizer import gate_program, stabilizer_available
+
+        if not stabilizer_available():
+            return False
+        for controls, gates in self.gate_lists:
+            for g in gates:
+                m = np.asarray(g.matrix)
+                if controls == 0 and gate_program(m) is None:
+                    return False
+                if controls and not (np.count_nonzero(np.abs(m) > 1e-9, axis=1) == 1).all():
+                    return False
+        return True
+
+
+def _prepared(g, diagonal: bool) -> tuple:
+    """A fused gate as ``(kind, matrix or diagonal, qubits, controls, ctrl_state)``."""
+    controls = getattr(g, "controls", 0)
+    if controls:
+        return ("controlled", np.asarray(g.target, dtype=np.complex128), tuple(g.qubits),
+                controls, tuple(int(b) for b in g.ctrl_state))
+    mat = np.asarray(g.matrix, dtype=np.complex128)
+    if diagonal:
+        return ("diagonal", np.ascontiguousarray(np.diagonal(mat)), tuple(g.qubits), 0, ())
+    return ("dense", mat, tuple(g.qubits), 0, ())
+
+
+def _apply(state: np.ndarray, n: int, gate: tuple) -> None:
+    """Apply one prepared gate to the flat state (Qiskit's order) in place."""
+    kind, mat, qubits, controls, ctrl_state = gate
+    t = state.reshape((2,) * n)  # axis a holds qubit n-1-a
+    if controls:
+        index: list = [slice(None)] * n
+        for q, bit in zip(qubits[:controls], ctrl_state):
+            index[n - 1 - q] = bit
+        t = t[tuple(index)]
+        rest = [a for a in range(n) if not isinstance(index[a], int)]
+        axes = [rest.index(n - 1 - q) for q in qubits[controls:]]
+    else:
+        axes = [n - 1 - q for q in qubits]
+    k = len(axes)
+    view = np.moveaxis(t, axes, list(range(k)))
+    if kind == "diagonal":
+        view *= mat.reshape((2,) * k + (1,) * (view.ndim - k))
+        return
+    view[...] = (mat @ view.reshape(1 << k, -1)).reshape(view.shape)
+
+
+def _halves(state: np.ndarray, n: int, q: int) -> np.ndarray:
+    """The state as ``(2^(n-1-q), 2, 2^q)``: ``[:, b, :]`` holds the amplitudes with qubit
+    ``q`` at ``b``."""
+    return state.reshape(1 << (n - 1 - q), 2, 1 << q)
+
+
+def _norm2(a: np.ndarray) -> float:
+    return float(np.vdot(a, a).real) if a.flags.c_contiguous else float(
+        np.sum(a.real * a.real + a.imag * a.imag))
+
+
+class _Node:
+    """A trajectory at a branch point: the state, the next op and the classical wires."""
+
+    __slots__ = ("state", "pos", "wires")
+
+    def __init__(self, state: np.ndarray, pos: int, wires: list[int]) -> None:
+        self.state, self.pos, self.wires = state, pos, wires
+
+    def copy(self) -> _Node:
+        return _Node(self.state.copy(), self.pos, list(self.wires))
+
+
+class _Binding:
+    """One binding's program, the ``p0`` of every branch prefix met, its kept states and
+    the values read on each branch."""
+
+    def __init__(self, program: _Program, cache_states: int) -> None:
+        self.program = program
+        self.p0: dict[tuple, float] = {}
+        self.kept: OrderedDict[tuple, _Node] = OrderedDict()
+        self.cache_states = max(1, cache_states)
+        self.values: dict[tuple, float] = {}
+        self.simulated = 0  # branch points simulated (not read from the cache)
+
+    # ------------------------------------------------------------------ running
+    def start(self) -> _Node:
+        p = self.program
+        if p.first is not None:
+            from ..executors.statevector import simulate
+
+            gates, flags = p.first
+            state = simulate(p.n, gates, 0.0, "complex128", diagonal=flags)
+            state = np.array(state, dtype=np.complex128, copy=True)
+            node = _Node(state, 1, [0] * p.wires)
+        else:
+            state = np.zeros(1 << p.n, dtype=np.complex128)
+            state[0] = 1.0
+            node = _Node(state, 0, [0] * p.wires)
+        self.advance(node)
+        return node
+
+    def advance(self, node: _Node) -> None:
+        """Run ``node`` to its next branch point (or the end)."""
+        ops, n, wires = self.program.ops, self.program.n, node.wires
+        pos = node.pos
+        while pos < len(ops):
+            op = ops[pos]
+            kind = op[0]
+            if kind == _GATES:
+                if all(wires[w] == v for w, v in op[1]):
+                    for gate in self.program.segments[op[2]]:
+                        _apply(node.state, n, gate)
+            elif kind == _FLAG_ALL:
+                wires[op[1]] = int(all(wires[w] == v for w, v in op[2]))
+            elif kind == _FLAG_TABLE:
+                wires[op[1]] = int(op[3][sum(wires[w] << i for i, w in enumerate(op[2]))])
+            else:
+                break
+            pos += 1
+        node.pos = pos
+
+    def branch_p0(self, node: _Node, tol: float) -> float:
+        """The clamped probability of outcome 0 at ``node``'s branch point, given its
+        prefix."""
+        op = self.program.ops[node.pos]
+        wires = node.wires
+        if not all(wires[w] == v for w, v in op[3]):  # the condition fails: a sure outcome
+            old = op[4] if op[0] == _MEASURE else None
+            return 0.0 if old is not None and wires[old] else 1.0
+        halves = _halves(node.state, self.program.n, op[1])
+        p0, p1 = _norm2(halves[:, 0, :]), _norm2(halves[:, 1, :])
+        p0 = p0 / (p0 + p1)
+        if p0 < tol:
+            return 0.0
+        if p0 > 1 - tol:
+            return 1.0
+        return p0
+
+    def take(self, node: _Node, bit: int) -> None:
+        """Take outcome ``bit`` at ``node``'s branch point, then run to the next one."""
+        op = self.program.ops[node.pos]
+        wires = node.wires
+        if all(wires[w] == v for w, v in op[3]):
+            halves = _halves(node.state, self.program.n, op[1])
+            keep = halves[:, bit, :]
+            norm = _norm2(keep)
+            if norm <= 0:
+                raise ExecutionError(f"the sampled outcome {bit} of a reset or measurement "
+                                     "has probability 0")
+            keep *= 1.0 / math.sqrt(norm)
+            if op[0] == _RESET and bit:  # the reset qubit goes back to |0>
+                halves[:, 0, :] = keep
+                halves[:, 1, :] = 0
+            else:
+                halves[:, 1 - bit, :] = 0
+        wires[op[2]] = bit
+        node.pos += 1
+        self.advance(node)
+        self.simulated += 1
+
+    # ------------------------------------------------------------------ the cache
+    def keep(self, prefix: tuple, node: _Node) -> None:
+        self.kept[prefix] = node
+        self.kept.move_to_end(prefix)
+        while len(self.kept) > self.cache_states:
+            self.kept.popitem(last=False)
+
+    def node_at(self, prefix: tuple) -> _Node:
+        """A fresh copy of the trajectory at ``prefix``: from the deepest kept ancestor,
+        replaying the outcomes after it."""
+        for j in range(len(prefix), -1, -1):
+            found = self.kept.get(prefix[:j])
+            if found is not None:
+                self.kept.move_to_end(prefix[:j])
+                node = found.copy()
+                break
+        else:
+            j, node = 0, None
+        if node is None:
+            node = self.start()
+            if self.program.branches:
+                self.keep((), node.copy())
+        for bit in prefix[j:]:
+            self.take(node, bit)
+        return node
+
+
+class Trajectories:
+    """The trajectory route of one pub (see the module docstring): :meth:`takes` says
+    whether a binding runs here, :meth:`draw` samples an element's branch in the
+    element order (consuming the generator as the lowered path would), and
+    :meth:`fill` reads every element's terms, a branch's together."""
+
+    def __init__(self, engine, pub, rng: np.random.Generator, lowered) -> None:
+        self.engine = engine
+        self.pub = pub
+        self.rng = rng
+        self.lowered = lowered  # binding -> (LoweredCircuit, GateCircuit) of the other path
+        self.n = pub.circuit.num_qubits
+        self.tol = 1e-10 if engine.dtype == "complex128" else 1e-5
+        self.bindings: dict[int, _Binding | None] = {}
+        self.elements: list[tuple] = []  # (index, binding, branch, observable, noise)
+        state_bytes = 16 << self.n
+        self.cache_states = max(2, CACHE_BYTES // state_bytes)
+        self.seconds = 0.0
+
+    def takes(self, b: int) -> bool:
+        """Whether binding ``b`` runs as trajectories (compiled on first ask)."""
+        if b not in self.bindings:
+            t0 = time.perf_counter()
+            self.bindings[b] = self._prepare(b)
+            self.seconds += time.perf_counter() - t0
+        return self.bindings[b] is not None
+
+    def _prepare(self, b: int) -> _Binding | None:
+        params = self.pub.parameter_values
+        where = (tuple(int(i) for i in np.unravel_index(b, params.shape))
+                 if params.shape else ())
+        try:
+            bound = params.bind(self.pub.circuit, where)
+            if bound.parameters:
+                return None
+            compiler = _Compiler(bound)
+            compiler.walk(bound, list(range(self.n)), list(range(bound.num_clbits)), (),
+                          top=True)
+            program = _Program(compiler)
+        except Exception:  # noqa: BLE001 - the lowered path accepts it or says why not
+            return None
+        if self.engine.method == "auto" and program.may_be_clifford():
+            from ..engine.stabilizer import to_stabilizer
+
+            if to_stabilizer(self.lowered(b)[1]) is not None:
+                return None  # a Clifford circuit keeps the stabilizer route
+        return _Binding(program, self.cache_states)
+
+    def draw(self, index: tuple, b: int, o: int, precision: float) -> None:
+        """Sample element ``index``'s branch of binding ``b`` (and its noise, where the
+        precision is positive); its values are read by :meth:`fill`."""
+        t0 = time.perf_counter()
+        binding = self.bindings[b]
+        branch: tuple[int, ...] = ()
+        prob = 1.0
+        node = None
+        for _ in range(binding.program.branches):
+            p0 = binding.p0.get(branch)
+            if p0 is None:
+                if node is None:
+                    node = binding.node_at(branch)
+                p0 = binding.p0[branch] = binding.branch_p0(node, self.tol)
+                if 0.0 < p0 < 1.0 and branch not in binding.kept:
+                    binding.keep(branch, node.copy())  # the other outcome may come
+            joint = prob if p0 == 1.0 else prob * p0
+            bit = 0 if self.rng.random() * prob < joint else 1
+            prob = joint if bit == 0 else prob - joint
+            if node is not None:
+                binding.take(node, bit)
+            branch = (*branch, bit)
+        if node is not None and branch not in binding.kept:
+            binding.keep(branch, node)
+        noise = self.rng.normal(0.0, precision) if precision != 0 else None
+        self.elements.append((index, b, branch, o, noise))
+        self.seconds += time.perf_counter() - t0
+
+    def fill(self, evs: np.ndarray, flat_obs) -> None:
+        """Every drawn element's value into ``evs``: the terms of each (binding, branch)
+        read together off its final state."""
+        from ..engine.pauli_terms import parse_term
+
+        t0 = time.perf_counter()
+        wanted: dict[tuple, dict[str, None]] = {}
+        for _, b, branch, o, _ in self.elements:
+            labels = wanted.setdefault((b, branch), {})
+            for label in flat_obs[o]:
+                if set(label) != {"I"} and (branch, label) not in self.bindings[b].values:
+                    labels.setdefault(label, None)
+        terms = 0
+        for (b, branch), labels in wanted.items():
+            if not labels:
+                continue
+            binding = self.bindings[b]
+            node = binding.kept.get(branch)
+            state = node.state if node is not None and node.pos == len(
+                binding.program.ops) else binding.node_at(branch).state
+            order = list(labels)
+            got = _read_terms(state, self.n, [parse_term(lb, self.n) for lb in order])
+            for lb, v in zip(order, got):
+                binding.values[(branch, lb)] = float(v)
+            terms += len(order)
+        for index, b, branch, o, noise in self.elements:
+            values = self.bindings[b].values
+            ev = float(sum(float(c) * (1.0 if set(lb) == {"I"} else values[(branch, lb)])
+                           for lb, c in flat_obs[o].items()))
+            evs[index] = ev if noise is None else ev + noise
+        self.seconds += time.perf_counter() - t0
+        if self.elements:
+            st = self.engine.stats
+            st.terms += terms
+            st.statevector_terms += terms
+            st.execute_seconds += self.seconds
+            self.engine.route = {
+                "method": "trajectory",
+                "reason": "a dynamic circuit's branches simulated on its own qubits",
+                "executor": "local", "engine": "qsimdist", "qubits": self.n,
+                "branch_points_simulated": sum(x.simulated for x in self.bindings.values()
+                                               if x is not None),
+            }
+
+
+def _read_terms(state: np.ndarray, n: int, terms: list) -> list[float]:
+    """``<s|T|s>`` for each term on a normalised flat state (Qiskit's order)."""
+    from ..engine.pauli_terms import PAULI_ACTION
+    from ..engine.term_readers import (
+        diagonal_terms_on_state,
+        is_diagonal_term,
+        pauli_on_state,
+        term_on_state,
+    )
+
+    values = [1.0] * len(terms)
+    diagonal = [i for i, t in enumerate(terms) if t.qubits and is_diagonal_term(t)]
+    for i, v in zip(diagonal, diagonal_terms_on_state(state, [terms[i] for i in diagonal])):
+        values[i] = float(v)
+    others = [i for i, t in enumerate(terms) if t.qubits and i not in set(diagonal)]
+    if others:
+        tensor = state.reshape((2,) * n)
+        conj = tensor.conj()
+        work: dict = {}
+        for i in others:
+            t = terms[i]
+            axes = [n - 1 - q for q in t.qubits]
+            if set(t.ops) <= set(PAULI_ACTION):
+                values[i] = float(pauli_on_state(tensor, conj, axes, t.ops, None, work))
+            else:
+                values[i] = float(term_on_state(tensor, axes, t.ops))
+    return values
+
+
+def trajectories_for(engine, pub, rng: np.random.Generator, lowered) -> Trajectories | None:
+    """The trajectory route for ``pub`` where it may be taken at all (one process, numpy,
+    method ``auto`` or ``statevector``, a state within :data:`MAX_QUBITS` and the memory
+    budget), else ``None``; bindings are checked one by one (:meth:`Trajectories.takes`).
+    ``lowered(b)``: binding ``b``'s lowered circuit, for the Clifford check."""
+    if not ENABLED or engine.backend != "numpy" or engine.method not in ("auto", "statevector"):
+        return None
+    from ..executors import executor_kind
+
+    if executor_kind(engine.executor).distributed:
+        return None
+    n = pub.circuit.num_qubits
+    if not 1 <= n <= MAX_QUBITS:
+        return None
+    from ..engine.memory import MemoryBudget
+
+    need = WORK_STATES * (16 << n)
+    bound = MemoryBudget.resolve(engine.memory_limit).bound
+    if bound is not None and need > bound:
+        return None
+    return Trajectories(engine, pub, rng, lowered)
+
+
+__all__ = ["ENABLED", "MAX_QUBITS", "Trajectories", "trajectories_for"]
