@@ -237,8 +237,9 @@ def diagonal_doubled_network(circuit: GateCircuit, qubits: Sequence[int], ops: s
             inputs.append((bra(j, layers[j]), ket(j, layers[j])))
             arrays.append(m)
     size_dict = {i: 2 for t in inputs for i in t}
-    return Network(inputs, (), size_dict, arrays,
-                   meta={"n_qubits": n, "name": f"{circuit.name}:expectation"})
+    # built here index by index, each array shaped by its indices: not checked again
+    return Network.unchecked(inputs, (), size_dict, arrays,
+                             meta={"n_qubits": n, "name": f"{circuit.name}:expectation"})
 
 
 def canonical_names(net: Network) -> Network:
@@ -252,7 +253,8 @@ def canonical_names(net: Network) -> Network:
     inputs = [tuple(names[i] for i in t) for t in net.inputs]
     output = tuple(names[i] for i in net.output)
     size_dict = {names[i]: s for i, s in net.size_dict.items() if i in names}
-    return Network(inputs, output, size_dict, net.arrays, dict(net.meta))
+    # a renaming of a valid network is valid: not checked again
+    return Network.unchecked(inputs, output, size_dict, net.arrays, dict(net.meta))
 
 
 #: quimb's simplification sequence for doubled networks (the one quimb's own
@@ -289,7 +291,8 @@ class DoubledCircuit:
         from .amplitudes import simplify_within
 
         net = self.network(qubits, ops, operators)
-        return canonical_names(simplify_within(net, seq, limit, dtype))
+        simplified = simplify_within(net, seq, limit, dtype)
+        return net if simplified is net else canonical_names(simplified)
 
 
 __all__ = [

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -170,6 +171,7 @@ class ExpectationEngine:
         #: object (a dynamic circuit's branch probabilities and terms, read one by one)
         self.keep_state = False
         self._held: tuple | None = None  # (weak reference to the circuit, dtype, state, fused)
+        self._doubled: tuple | None = None  # (weak reference to the circuit, fuse, prepared)
         self._profile = self._options.profile if self._options.distributed else None
 
     @property
@@ -311,8 +313,6 @@ class ExpectationEngine:
         else:
             state, fused, fuse_seconds = final_state(circuit, self.dtype, route, work=sim_work)
             if self.keep_state:  # read only from here on: nothing below writes the state
-                import weakref
-
                 self._held = (weakref.ref(circuit), self.dtype, state, fused)
         t1 = t0 + fuse_seconds
         paulis = [i for i in live if set(terms[i].ops) <= set(PAULI_ACTION)]
@@ -519,7 +519,12 @@ class ExpectationEngine:
         from .cache import structure_key
         from .doubled import DoubledCircuit
 
-        prepared = DoubledCircuit.of(circuit, fuse=self.fuse)
+        held = self._doubled
+        if held is not None and held[0]() is circuit and held[1] == self.fuse:
+            prepared = held[2]  # the same circuit object as the last call: prepared once
+        else:
+            prepared = DoubledCircuit.of(circuit, fuse=self.fuse)
+            self._doubled = (weakref.ref(circuit), self.fuse, prepared)
         st = self.stats
         for i in live:
             t0 = time.perf_counter()

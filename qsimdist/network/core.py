@@ -48,6 +48,20 @@ class Network:
         self.size_dict = sizes
         self.validate()
 
+    @classmethod
+    def unchecked(cls, inputs, output, size_dict: dict, arrays=None,
+                  meta: dict | None = None) -> Network:
+        """A network built by qsimdist itself from one already checked (a renaming, a
+        subnetwork): fields taken as given, ``str`` names and ``int`` extents, without
+        :meth:`validate` (milliseconds per network; an estimator call builds one per term)."""
+        net = cls.__new__(cls)
+        net.inputs = tuple(tuple(t) for t in inputs)
+        net.output = tuple(output)
+        net.size_dict = size_dict
+        net.arrays = arrays
+        net.meta = {} if meta is None else meta
+        return net
+
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
         """Raise :class:`InvalidInputError` naming the first inconsistency found."""

@@ -27,6 +27,11 @@ CHEAP_COST = 1e7
 CHEAP_SIZE = 1 << 20
 #: networks with more tensors are always simplified (not even priced)
 CHEAP_MAX_TENSORS = 1000
+#: structures whose cheapness this process has priced (a greedy path costs milliseconds; the
+#: many terms of one estimator call share a few structures): canonical form -> cheap
+_CHEAP_BY_STRUCTURE: dict[tuple, bool] = {}
+#: structures remembered before the memo starts afresh
+CHEAP_MEMO_SIZE = 4096
 
 
 def is_cheap(net: Network) -> bool:
@@ -37,9 +42,17 @@ def is_cheap(net: Network) -> bool:
         return False
     if net.num_tensors <= 1:
         return True
-    inputs, output, size_dict, _ = net.symbolic()
-    tree = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
-    return float(tree.contraction_cost()) <= CHEAP_COST and float(tree.max_size()) <= CHEAP_SIZE
+    key = net.canonical()  # a structure's cheapness does not depend on its names or arrays
+    found = _CHEAP_BY_STRUCTURE.get(key)
+    if found is None:
+        inputs, output, size_dict, _ = net.symbolic()
+        tree = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
+        found = (float(tree.contraction_cost()) <= CHEAP_COST
+                 and float(tree.max_size()) <= CHEAP_SIZE)
+        if len(_CHEAP_BY_STRUCTURE) >= CHEAP_MEMO_SIZE:
+            _CHEAP_BY_STRUCTURE.clear()
+        _CHEAP_BY_STRUCTURE[key] = found
+    return found
 
 
 def simplify(net: Network, seq: str = DEFAULT_SEQUENCE, atol: float = 1e-12,
