@@ -71,22 +71,38 @@ def calibrate(
     base: str = typer.Option(
         "local-cpu", "--base", help="With --from-trace: the profile whose other fields are kept."
     ),
+    local_costs: Optional[Path] = typer.Option(
+        None, "--local-costs",
+        help="Also fit the single-device kernel prices (BLAS call, GEMM rate and efficiency, "
+             "copy and permutation) and write them to this .toml file; set "
+             "QSIMDIST_LOCAL_COSTS to it to plan with them.",
+    ),
 ) -> None:
     """Measure this machine (GEMM, copy bandwidth, memory; Alltoall under mpiexec) as a profile.
 
-    --output names the profile file to write (required), e.g. backends/mybox.toml.
-    With --from-trace, fit GEMM rate, per-step overhead, link bandwidth and
-    latency to the steps of measured distributed runs instead.
+    --output names the profile file to write, e.g. backends/mybox.toml (required
+    unless --local-costs is given). With --from-trace, fit GEMM rate, per-step
+    overhead, link bandwidth and latency to the steps of measured distributed runs
+    instead. --local-costs FILE.toml fits the prices the single-device planner
+    chooses its kernels with; QSIMDIST_LOCAL_COSTS=FILE.toml makes plans use them.
     """
     from ..hardware import save_profile
     from ..hardware.calibrate import calibrate as measure
 
+    if output is None and local_costs is None:
+        raise InvalidInputError("calibrate needs --output FILE.toml (the profile file to "
+                                "write) or --local-costs FILE.toml (the kernel prices)")
+    for path, flag in ((output, "-o"), (local_costs, "--local-costs")):
+        if path is None:
+            continue
+        if path.suffix != ".toml":
+            raise InvalidInputError(f"{flag} file must end in .toml, got {str(path)!r}")
+        # fail before measuring when the file cannot be written (a folder, a file in the way)
+        check_output_path(path, flag)
+    if local_costs is not None:
+        _write_local_costs(local_costs, quick)
     if output is None:
-        raise InvalidInputError("calibrate needs --output FILE.toml, the profile file to write")
-    if output.suffix != ".toml":
-        raise InvalidInputError(f"profile file must end in .toml, got {str(output)!r}")
-    # fail before measuring when the file cannot be written (a folder, or a file in the way)
-    check_output_path(output, "-o")
+        return
 
     if from_trace:
         from ..hardware import load_profile
@@ -112,3 +128,23 @@ def calibrate(
     typer.echo(f"  {'inter-node':<16} {profile.inter_bandwidth / 1e9:10.2f} GB/s, "
                f"{profile.inter_latency * 1e6:.2f} us latency")
     typer.echo(f"written to {output}")
+
+
+def _write_local_costs(path: Path, quick: bool) -> None:
+    """Fit the kernel prices here and write them (rank 0 alone under MPI)."""
+    import time
+
+    from ..hardware.calibrate import measure_local_costs
+    from ..hardware.costs import DEFAULT_COSTS, FITTED_LOCAL_FIELDS, save_local_costs
+
+    fitted = measure_local_costs(quick=quick)
+    if "mpi4py.MPI" in sys.modules and sys.modules["mpi4py.MPI"].COMM_WORLD.Get_rank() != 0:
+        return
+    save_local_costs(fitted, path, source=f"measured by qsimdist calibrate --local-costs"
+                                          f"{' --quick' if quick else ''} on "
+                                          f"{time.strftime('%Y-%m-%d %H:%M %Z')}")
+    typer.echo("local kernel costs (fitted; default in brackets):")
+    for name in FITTED_LOCAL_FIELDS:
+        typer.echo(f"  {name:<14} {getattr(fitted, name):11.4g}  "
+                   f"[{getattr(DEFAULT_COSTS, name):.4g}]")
+    typer.echo(f"written to {path}; plan with them: export QSIMDIST_LOCAL_COSTS={path}")

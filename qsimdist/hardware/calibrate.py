@@ -105,6 +105,105 @@ def measure_copy_bandwidth(nbytes: int, repeats: int = 3) -> float:
     return 2.0 * src.nbytes / best
 
 
+def _best_seconds(run, repeats: int) -> float:
+    run()  # warm-up: threads, page faults
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, _elapsed(start))
+    return best
+
+
+def _complex64(rng, shape) -> np.ndarray:
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+
+
+def _efficiency(h: float, m: int, n: int, k: int) -> float:
+    return (m / (m + h)) * (n / (n + h)) * (k / (k + h))
+
+
+def _half_for(eff: float, m: int, n: int, k: int) -> float:
+    """The ``h`` at which the efficiency ``m/(m+h) n/(n+h) k/(k+h)`` equals ``eff``
+    (bisection on a log scale; clamped to [1e-3, 1e4])."""
+    lo, hi = 1e-3, 1e4
+    if eff >= _efficiency(lo, m, n, k):
+        return lo
+    if eff <= _efficiency(hi, m, n, k):
+        return hi
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        if _efficiency(mid, m, n, k) > eff:
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi)
+
+
+#: thin GEMM shapes (m, n, k) the efficiency half-point is fitted on: operands of the
+#: kinds a circuit's plan multiplies (a few rows or a short inner extent)
+_THIN_SHAPES = ((4, 256, 64), (16, 512, 8), (8, 1024, 16), (32, 128, 32), (64, 64, 4))
+
+
+def measure_local_costs(quick: bool = False, repeats: int | None = None) -> costs.LocalCosts:
+    """Fit the single-device kernel choice's BLAS and copy prices to this machine.
+
+    Measured, each the best of ``repeats`` runs after a warm-up (complex64):
+
+    - ``call``: one inner GEMM of a broadcast ``numpy.matmul`` of 2 x 2 matrices
+      (the time per matrix of 4,096 of them);
+    - ``flop`` and ``gemm_half``: a large square GEMM and five thin ones
+      (:data:`_THIN_SHAPES`, each in a broadcast batch as plans run them), fitted to the model :meth:`LocalCosts.gemm_seconds`
+      prices with (``flop`` per real FLOP at full efficiency, ``gemm_half`` the
+      extent at which one dimension halves it);
+    - ``copy_byte``: a contiguous copy, seconds per byte of the array;
+    - ``permute_byte``: a copy reversing the axes of a ``(2,) * 22`` tensor (runs of one
+      element), seconds per byte.
+
+    The compiled loop's and the tiled kernel's constants keep their defaults (they were
+    fitted on step shapes of whole plans; see :class:`~qsimdist.hardware.costs.LocalCosts`).
+    """
+    repeats = repeats or (3 if quick else 5)
+    rng = np.random.default_rng(0)
+    batch = 4096
+    a, b = _complex64(rng, (batch, 2, 2)), _complex64(rng, (batch, 2, 2))
+    out = np.empty_like(a)
+    call = _best_seconds(lambda: np.matmul(a, b, out=out), repeats) / batch
+    n = 512 if quick else 1024
+    big_a, big_b = _complex64(rng, (n, n)), _complex64(rng, (n, n))
+    big_out = np.empty_like(big_a)
+    t_big = _best_seconds(lambda: np.matmul(big_a, big_b, out=big_out), repeats)
+    thin = []
+    for m, nn, k in _THIN_SHAPES:
+        # a broadcast batch of them, as plans run them: the time per GEMM
+        calls = max(1, (1 << 22) // (8 * m * nn * k))
+        x, y = _complex64(rng, (calls, m, k)), _complex64(rng, (calls, k, nn))
+        z = np.empty((calls, m, nn), np.complex64)
+        thin.append(((m, nn, k), _best_seconds(lambda x=x, y=y, z=z: np.matmul(x, y, out=z),
+                                                repeats) / calls))
+    half = costs.DEFAULT_COSTS.gemm_half
+    flop = t_big / (8.0 * n**3)
+    for _ in range(3):  # the large GEMM's efficiency depends on the half-point, and back
+        flop = t_big * _efficiency(half, n, n, n) / (8.0 * n**3)
+        halves = [_half_for(8.0 * m * nn * k * flop / max(t - call, 1e-12), m, nn, k)
+                  for (m, nn, k), t in thin]
+        half = sorted(halves)[len(halves) // 2]  # the median: one odd shape does not rule
+    nbytes = (16 if quick else 64) * _MiB
+    src = np.ones(nbytes // 8, dtype=np.complex64)
+    dst = np.empty_like(src)
+    copy_byte = _best_seconds(lambda: np.copyto(dst, src), repeats) / src.nbytes
+    qubits = 20 if quick else 22
+    tensor = _complex64(rng, (1 << qubits,)).reshape((2,) * qubits)
+    moved = np.empty_like(tensor)
+    perm = tuple(reversed(range(qubits)))
+    permute_byte = _best_seconds(lambda: np.copyto(moved, tensor.transpose(perm)),
+                                 repeats) / tensor.nbytes
+    import dataclasses
+
+    return dataclasses.replace(costs.DEFAULT_COSTS, call=call, flop=flop, gemm_half=half,
+                               copy_byte=copy_byte, permute_byte=permute_byte)
+
+
 def physical_memory() -> int:
     """Bytes of physical memory, capped by a cgroup memory limit when one is set."""
     try:

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..hardware.costs import DEFAULT_COSTS, LocalCosts
+from ..hardware.costs import LocalCosts, local_costs
 
 Index = str
 NEVER = math.inf
@@ -248,7 +248,7 @@ def gemm_step(
     costs: LocalCosts | None = None,
 ) -> Step:
     """Describe one step as a GEMM and pick the cheapest way to run it with no surprise copies."""
-    costs = costs or DEFAULT_COSTS
+    costs = costs or local_costs()
     sa, sb, sc = set(la), set(lb), set(lc)
     kmodes = [i for i in la if i in sb and i not in sc]
     k = math.prod(size_dict[i] for i in kmodes)
