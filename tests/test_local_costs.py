@@ -10,6 +10,7 @@ import pytest
 
 from qsimdist.errors import ProfileError
 from qsimdist.hardware import costs
+from qsimdist.hardware import local_costs as lc
 from qsimdist.hardware.calibrate import _efficiency, _half_for, measure_local_costs
 
 #: a step (b a k) x (k b c) -> (a b c): by default the compiled loop of small GEMMs
@@ -43,21 +44,21 @@ def test_the_half_point_inverts_the_efficiency_model():
 
 def test_a_saved_fit_loads_back_and_prices_the_planner(tmp_path, monkeypatch):
     monkeypatch.delenv(costs.LOCAL_COSTS_VARIABLE, raising=False)
-    assert costs.local_costs() is costs.DEFAULT_COSTS
+    assert lc.local_costs() is costs.DEFAULT_COSTS
     assert _kernel() == "broadcast"
     # a machine where BLAS calls and the compiled loop are dear and permutations free
     odd = dataclasses.replace(costs.DEFAULT_COSTS, call=1.0, permute_byte=1e-15)
     path = tmp_path / "local.toml"
-    costs.save_local_costs(odd, path, source="a test")
+    lc.save_local_costs(odd, path, source="a test")
     text = path.read_text()
     assert "[local_costs]" in text and "a test" in text
-    loaded = costs.load_local_costs(path)
+    loaded = lc.load_local_costs(path)
     for name in costs.FITTED_LOCAL_FIELDS:
         assert getattr(loaded, name) == getattr(odd, name)
     with open(path, "a") as fh:
         fh.write("loop_setup = 100.0\ntiled_setup = 100.0\n")
     monkeypatch.setenv(costs.LOCAL_COSTS_VARIABLE, str(path))
-    assert costs.local_costs().call == 1.0
+    assert lc.local_costs().call == 1.0
     assert _kernel() == "transpose"  # the planner priced its kernels with the file
 
 
@@ -72,14 +73,14 @@ def test_a_bad_local_costs_file_is_refused_in_one_line(tmp_path, monkeypatch, te
     path.write_text(text)
     monkeypatch.setenv(costs.LOCAL_COSTS_VARIABLE, str(path))
     with pytest.raises(ProfileError, match=message) as info:
-        costs.local_costs()
+        lc.local_costs()
     assert "\n" not in str(info.value)
 
 
 def test_a_missing_local_costs_file_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv(costs.LOCAL_COSTS_VARIABLE, str(tmp_path / "none.toml"))
     with pytest.raises(ProfileError, match="cannot read it"):
-        costs.local_costs()
+        lc.local_costs()
 
 
 def test_the_cli_writes_the_fit(tmp_path, capsys):
@@ -89,7 +90,7 @@ def test_the_cli_writes_the_fit(tmp_path, capsys):
     assert main(["calibrate", "--local-costs", str(path), "--quick"]) == 0
     out, _ = capsys.readouterr()
     assert "QSIMDIST_LOCAL_COSTS" in out
-    assert costs.load_local_costs(path).flop > 0
+    assert lc.load_local_costs(path).flop > 0
     for args, words in ((["--local-costs", str(tmp_path / "x.txt")], "must end in .toml"),
                         ([], "needs --output FILE.toml")):
         assert main(["calibrate", *args]) == 2

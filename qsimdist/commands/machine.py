@@ -135,7 +135,8 @@ def _write_local_costs(path: Path, quick: bool) -> None:
     import time
 
     from ..hardware.calibrate import measure_local_costs
-    from ..hardware.costs import DEFAULT_COSTS, FITTED_LOCAL_FIELDS, save_local_costs
+    from ..hardware.costs import DEFAULT_COSTS, FITTED_LOCAL_FIELDS
+    from ..hardware.local_costs import save_local_costs
 
     fitted = measure_local_costs(quick=quick)
     if "mpi4py.MPI" in sys.modules and sys.modules["mpi4py.MPI"].COMM_WORLD.Get_rank() != 0:

@@ -25,8 +25,8 @@ from a :class:`~qsimdist.hardware.HardwareProfile`; it stays with the planner be
 prices index bits and shards (:mod:`qsimdist.planner.distribution.bits`), which this
 layer may not import.
 
-Layer 1: imports only the standard library (and, to refuse a bad local-costs file,
-:mod:`qsimdist.errors`).
+Layer 1: imports only the standard library. A fit of :class:`LocalCosts` on the user's
+machine is read by :func:`qsimdist.hardware.local_costs.local_costs`.
 """
 
 from __future__ import annotations
@@ -274,90 +274,11 @@ class LocalCosts:
 #: the kernel choice's prices where a caller passes none and no fit is named
 DEFAULT_COSTS = LocalCosts()
 #: the environment variable naming a TOML file of fitted local costs (``qsimdist calibrate
-#: --local-costs FILE``): where set, :func:`local_costs` prices every plan's kernels with it
+#: --local-costs FILE``): where set, the planner prices every plan's kernels with it
+#: (:func:`qsimdist.hardware.local_costs.local_costs`)
 LOCAL_COSTS_VARIABLE = "QSIMDIST_LOCAL_COSTS"
 #: the fields ``qsimdist calibrate --local-costs`` measures (the others keep their defaults)
 FITTED_LOCAL_FIELDS = ("call", "flop", "gemm_half", "copy_byte", "permute_byte")
-_LOADED: dict[str, LocalCosts] = {}
-
-
-def local_costs() -> LocalCosts:
-    """The kernel choice's prices for this process: the file ``$QSIMDIST_LOCAL_COSTS`` names
-    (read once per path), else :data:`DEFAULT_COSTS`.
-
-    Raises ProfileError (one line) for a file that cannot be read, is not TOML, or holds a
-    field that is not a :class:`LocalCosts` number.
-    """
-    import os
-
-    path = os.environ.get(LOCAL_COSTS_VARIABLE, "").strip()
-    if not path:
-        return DEFAULT_COSTS
-    found = _LOADED.get(path)
-    if found is None:
-        found = _LOADED[path] = load_local_costs(path)
-    return found
-
-
-def load_local_costs(path) -> LocalCosts:
-    """The :class:`LocalCosts` of a TOML file's ``[local_costs]`` table (fields left out keep
-    their defaults)."""
-    import dataclasses
-    import sys
-
-    from ..errors import ProfileError
-
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
-    where = f"local costs file {str(path)!r} (${LOCAL_COSTS_VARIABLE})"
-    try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except OSError as exc:
-        raise ProfileError(f"{where}: cannot read it ({exc.strerror or exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"{where} is not valid TOML: {exc}") from None
-    table = data.get("local_costs")
-    numeric = [f.name for f in dataclasses.fields(LocalCosts)
-               if isinstance(getattr(DEFAULT_COSTS, f.name), (int, float))]
-    if not isinstance(table, dict):
-        raise ProfileError(f"{where} has no [local_costs] table; its fields: "
-                           f"{', '.join(numeric)}")
-    values = {}
-    for key, value in table.items():
-        if key not in numeric:
-            raise ProfileError(f"{where}: unknown field {key!r}; valid: {', '.join(numeric)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
-                or value == float("inf"):
-            raise ProfileError(f"{where}: {key} must be a positive finite number, got "
-                               f"{value!r}")
-        values[key] = type(getattr(DEFAULT_COSTS, key))(value)
-    return dataclasses.replace(DEFAULT_COSTS, **values)
-
-
-def save_local_costs(fitted: LocalCosts, path, source: str = "") -> None:
-    """Write the fitted fields of ``fitted`` as a ``[local_costs]`` TOML table, atomically."""
-    import os
-    import tempfile
-
-    lines = ["# qsimdist local kernel costs (seconds per unit); set "
-             f"{LOCAL_COSTS_VARIABLE}=<this file> to plan with them"]
-    if source:
-        lines.append("# " + source)
-    lines.append("[local_costs]")
-    lines += [f"{name} = {float(getattr(fitted, name))!r}" for name in FITTED_LOCAL_FIELDS]
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".local_costs.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write("\n".join(lines) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 # ---------------------------------------------------------------------- distribution
 #: planning effort, in seconds per plan step of one ``schedule_slice`` or

@@ -30,7 +30,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..hardware.costs import LocalCosts, local_costs
+from ..hardware.costs import LocalCosts
+from ..hardware.local_costs import local_costs
 
 Index = str
 NEVER = math.inf
