@@ -51,6 +51,7 @@ from .term_readers import (
     pauli_on_state,
     term_on_state,
 )
+from .term_spreading import spread_term_values, worth_spreading
 
 
 @dataclass
@@ -73,6 +74,8 @@ class ExpectationStats:
     z_string_terms: int = 0
     #: terms read off stim's tableau (a Clifford circuit: :mod:`qsimdist.engine.stabilizer`)
     stabilizer_terms: int = 0
+    #: terms valued one rank each under MPI (:mod:`qsimdist.engine.term_spreading`)
+    spread_terms: int = 0
     contractions: int = 0
     #: slices run over all contractions (more than ``contractions`` when a plan was sliced
     #: to fit the memory limit)
@@ -96,21 +99,13 @@ METHODS = ("auto", "statevector", "doubled", "state", "stabilizer")
 class ExpectationEngine:
     """Evaluates Pauli terms of circuits and keeps one plan per network structure.
 
-    Two methods, chosen per circuit by predicted cost (``method="auto"``):
-
-    - ``doubled``: each term is ``<0|U^dag P U|0>`` on the doubled network of
-      its own light cone (:func:`expectation_network`); cheap for local terms of
-      wide, shallow circuits, whatever the width.
-    - ``state``: when the union of the terms' light cones has at most
-      ``state_max_qubits`` qubits, one contraction of the single-layer network
-      with those qubits open (:func:`state_network`) gives the light-cone state,
-      and every term is applied to it. It wins when the cones overlap, as in
-      narrow, deep circuits, where the doubled networks would repeat the same
-      work for every term.
-
-    The prediction counts state-vector FLOPs over each light cone (twice per
-    term for the doubled network, once for the union's state); the plans'
-    own FLOPs are reported in :attr:`stats`.
+    Tensor-network methods, chosen per circuit by predicted cost (``method="auto"``):
+    ``doubled``, each term ``<0|U^dag P U|0>`` on the doubled network of its own light
+    cone (cheap for local terms of wide, shallow circuits, whatever the width); ``state``,
+    where the union of the light cones has at most ``state_max_qubits`` qubits, one
+    contraction with those qubits open gives the light-cone state every term is applied
+    to (it wins where the cones overlap, in narrow, deep circuits). The prediction counts
+    state-vector FLOPs over each light cone; the plans' own FLOPs are in :attr:`stats`.
 
     Attributes:
         dtype: ``complex128`` (default) or ``complex64``.
@@ -129,6 +124,8 @@ class ExpectationEngine:
             (:mod:`qsimdist.engine.stabilizer`), which ``auto`` takes where predicted
             cheaper (nearly always, at any width).
         state_max_qubits: widest light-cone state the ``state`` method may open.
+        spread_terms: under ``executor="mpi"``, with a live term per rank or more, each rank
+            values its share alone (:mod:`qsimdist.engine.term_spreading`).
     """
 
     dtype: str = "complex128"
@@ -141,6 +138,7 @@ class ExpectationEngine:
     fuse: bool = True
     method: str = "auto"
     state_max_qubits: int = 20
+    spread_terms: bool = True
     stats: ExpectationStats = field(default_factory=ExpectationStats)
     _plans: dict = field(default_factory=dict, repr=False)
 
@@ -403,15 +401,15 @@ class ExpectationEngine:
         return values
 
     def term_values(self, circuit: GateCircuit, terms: Sequence[PauliTerm]) -> np.ndarray:
-        """``Re <psi|P|psi>`` for each term, ``psi = U|0...0>`` (float64 values).
-
-        The circuit is fused once; the method is chosen for the terms together
-        (see the class docstring), and networks of the same structure reuse one
-        plan.
-        """
+        """``Re <psi|P|psi>`` for each term, ``psi = U|0...0>`` (float64 values). The circuit
+        is fused once; the method is chosen for the terms together (see the class
+        docstring), and networks of the same structure reuse one plan."""
         original = circuit
         if self.method in ("auto", "statevector") and self.held_state(circuit) is not None:
             return self._held_values(circuit, terms)
+        spread = worth_spreading(self, terms) and spread_term_values(self, circuit, terms)
+        if spread is not None and spread is not False:  # each rank valued its share alone
+            return spread
         clifford = None
         if self.method in ("auto", "stabilizer"):  # a Clifford circuit: stim
             clifford = self._clifford(circuit, terms)
