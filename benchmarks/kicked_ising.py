@@ -58,24 +58,17 @@ def load_edges(data: str | Path) -> list[tuple[int, int]]:
 
 
 def kicked_ising(edges, theta: float, steps: int, n: int = N_QUBITS):
-    """The Qiskit circuit: per step RX(theta) on all qubits, then RZZ(-pi/2) on every edge."""
-    from qiskit import QuantumCircuit
+    """The Qiskit circuit (:func:`qsimdist.lattice.kicked_ising_circuit`)."""
+    from qsimdist.lattice import kicked_ising_circuit
 
-    qc = QuantumCircuit(n)
-    for _ in range(steps):
-        for q in range(n):
-            qc.rx(theta, q)
-        for a, b in edges:
-            qc.rzz(-math.pi / 2, a, b)
-    return qc
+    return kicked_ising_circuit(n, edges, theta, steps)
 
 
 def pauli_label(ops: dict[int, str], n: int = N_QUBITS) -> str:
     """``ops`` as a label in Qiskit order (rightmost character = qubit 0)."""
-    chars = ["I"] * n
-    for q, c in ops.items():
-        chars[n - 1 - q] = c
-    return "".join(chars)
+    from qsimdist.lattice import pauli_label as label
+
+    return label(ops, n)
 
 
 def quimb_circuit(edges, theta: float, steps: int, n: int = N_QUBITS):

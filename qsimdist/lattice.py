@@ -263,7 +263,44 @@ def tfim_network(kind: str, lx: int, ly: int, steps: int, bitstring: str | None 
     return amplitude_network(gc, bitstring, order)
 
 
+def kicked_ising_circuit(n_qubits: int, edges, theta_h: float, steps: int):
+    """The kicked-Ising circuit of IBM's utility experiment (Kim et al., Nature 2023) as a
+    ``qiskit.QuantumCircuit``: per Trotter step, ``RX(theta_h)`` on every qubit, then
+    ``RZZ(-pi/2)`` on every edge (``edges``: pairs of qubits, e.g. the 127-qubit heavy-hex
+    coupling map of ``../shared/data/circuits/kicked_ising``)."""
+    from qiskit import QuantumCircuit
+
+    n_qubits = _positive_int(n_qubits, "n_qubits", MAX_QUBITS)
+    steps = _positive_int(steps, "steps", MAX_STEPS)
+    theta_h = _angle(theta_h, "theta_h")
+    pairs = []
+    for edge in edges:
+        a, b = (int(q) for q in edge)
+        if not (0 <= a < n_qubits and 0 <= b < n_qubits) or a == b:
+            raise InvalidInputError(f"edge {shorten(edge)} is not a pair of distinct qubits "
+                                    f"in 0..{n_qubits - 1}")
+        pairs.append((a, b))
+    qc = QuantumCircuit(n_qubits, name=f"kicked_ising_{n_qubits}q_{steps}s")
+    for _ in range(steps):
+        for q in range(n_qubits):
+            qc.rx(theta_h, q)
+        for a, b in pairs:
+            qc.rzz(-math.pi / 2, a, b)
+    return qc
+
+
+def pauli_label(ops: dict[int, str], n_qubits: int) -> str:
+    """A Pauli label in Qiskit's order (qubit 0 rightmost) from ``{qubit: "X" | "Y" | "Z"}``."""
+    from .config import reorder_bits
+
+    chars = ["I"] * n_qubits
+    for q, c in ops.items():
+        chars[q] = c
+    return reorder_bits("".join(chars), "natural")  # natural (qubit 0 first) -> Qiskit's
+
+
 __all__ = [
-    "DEFAULT_THETA_H", "DEFAULT_THETA_J", "LATTICES", "Lattice", "MAX_STEPS", "lattice_kind",
-    "make_lattice", "tfim_gate_circuit", "tfim_name", "tfim_network", "tfim_qiskit_circuit",
+    "DEFAULT_THETA_H", "DEFAULT_THETA_J", "LATTICES", "Lattice", "MAX_STEPS",
+    "kicked_ising_circuit", "lattice_kind", "make_lattice", "pauli_label", "tfim_gate_circuit",
+    "tfim_name", "tfim_network", "tfim_qiskit_circuit",
 ]

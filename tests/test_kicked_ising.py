@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 import pytest
-from qiskit import QuantumCircuit
 from qiskit.quantum_info import Pauli, SparsePauliOp, Statevector
 
 from qsimdist.engine.doubled import DoubledCircuit, diagonal_light_cone
@@ -19,6 +18,7 @@ from qsimdist.engine.expectation import ExpectationEngine, expectation_values
 from qsimdist.engine.pauli_terms import SINGLE_QUBIT_OPERATORS, parse_term
 from qsimdist.errors import PlanError
 from qsimdist.frontends import load
+from qsimdist.lattice import kicked_ising_circuit, pauli_label
 from qsimdist.qiskit import EstimatorV2
 
 
@@ -36,21 +36,22 @@ def heavy_hex_patch(rows: int, length: int) -> tuple[int, list[tuple[int, int]]]
     return n, edges
 
 
-def kicked_ising(n: int, edges, theta: float, steps: int) -> QuantumCircuit:
-    qc = QuantumCircuit(n)
-    for _ in range(steps):
-        for q in range(n):
-            qc.rx(theta, q)
-        for a, b in edges:
-            qc.rzz(-math.pi / 2, a, b)
-    return qc
+kicked_ising = kicked_ising_circuit
+label = pauli_label
 
 
-def label(ops: dict[int, str], n: int) -> str:
-    chars = ["I"] * n
-    for q, c in ops.items():
-        chars[n - 1 - q] = c
-    return "".join(chars)
+def test_the_builders_follow_the_experiment():
+    """RX(theta_h) on every qubit, then RZZ(-pi/2) per edge, per step; labels in Qiskit's
+    order; bad edges refused in one line."""
+    from qsimdist.errors import InvalidInputError
+
+    qc = kicked_ising_circuit(3, [(0, 1), (1, 2)], 0.8, 2)
+    names = [inst.operation.name for inst in qc.data]
+    assert names == ["rx"] * 3 + ["rzz"] * 2 + ["rx"] * 3 + ["rzz"] * 2
+    assert qc.data[3].operation.params[0] == pytest.approx(-math.pi / 2)
+    assert pauli_label({0: "Z", 2: "X"}, 4) == "IXIZ"
+    with pytest.raises(InvalidInputError, match="not a pair of distinct qubits"):
+        kicked_ising_circuit(3, [(0, 3)], 0.8, 1)
 
 
 N, EDGES = heavy_hex_patch(2, 9)  # 21 qubits: a Statevector is 32 MiB

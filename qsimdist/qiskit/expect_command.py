@@ -63,8 +63,9 @@ def expect(
     The router picks the route predicted cheapest: the full statevector (every
     term read off one state, where it fits a quarter of the memory limit), one
     light-cone state for all terms, or each term's doubled network over its
-    backward light cone. Under 'mpiexec -n P' the plans are made on rank 0 for
-    P ranks and run distributed; rank 0 prints.
+    backward light cone. Under 'mpiexec -n P' with at least P labels, each rank
+    values its share of them alone; with fewer, the plans are made on rank 0 for P
+    ranks and run distributed. Rank 0 prints.
     """
     from ..engine.expectation import ExpectationEngine, expectation_values
     from ..engine.pauli_terms import parse_term
