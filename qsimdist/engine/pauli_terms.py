@@ -25,8 +25,6 @@ import numpy as np
 from ..errors import InvalidInputError, shorten
 from ..hardware import costs
 
-_S = 1.0 / np.sqrt(2.0)
-
 #: the one-qubit operator of each label character (``I`` is never built)
 SINGLE_QUBIT_OPERATORS: dict[str, np.ndarray] = {
     "I": np.eye(2, dtype=complex),

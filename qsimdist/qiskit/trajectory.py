@@ -29,15 +29,16 @@ first out), so a prefix several elements share is simulated once; a prefix is
 replayed from its deepest kept ancestor when it was dropped.
 
 :func:`trajectories_for` says when this route is taken: one process (not under
-MPI), numpy, method ``auto`` or ``statevector``, a state that fits the memory
-budget, and per binding a circuit it can compile whose lowered form is not a
-Clifford circuit (those keep the stabilizer route). Anything else (loops,
-``switch``, unbound parameters) returns to the lowered path, which accepts or
-refuses it as before.
+MPI), numpy, method ``auto`` (a method named in the options runs on the lowered
+circuit), a state that fits the memory budget, and per binding a circuit it can
+compile whose lowered form is not a Clifford circuit (those keep the stabilizer
+route). Anything else (loops, ``switch``, unbound parameters) returns to the
+lowered path, which accepts or refuses it as before.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections import OrderedDict
@@ -57,8 +58,14 @@ MAX_QUBITS = 24
 WORK_STATES = 4
 #: most bytes of states kept between branch prefixes
 CACHE_BYTES = 512 << 20
+#: under the default memory limit, states this small are taken without reading the
+#: memory available (two reads of /proc/meminfo cost 8 ms, a 17-qubit run 100 ms)
+UNCHECKED_BYTES = 64 << 20
 #: fused gates of the segments act on at most this many qubits
 FUSION_WIDTH = 4
+#: the first segment runs on numpy's GEMMs below this many qubits (the statevector
+#: route's compiled kernel from there)
+NUMPY_KERNEL_BELOW = 20
 
 _SKIPPED = ("barrier", "delay")
 _GATES, _MEASURE, _RESET, _FLAG_ALL, _FLAG_TABLE = range(5)
@@ -119,6 +126,15 @@ class _Compiler:
             self.run = (controls, QuantumCircuit(self.n))
             self.ops.append((_GATES, controls, len(self.segments)))
             self.segments.append(self.run)
+        if self.ops != [(_GATES, (), 0)]:
+            # from_qiskit takes a permutation as a relabelling of the wires, which holds
+            # for a segment run from |0...0> only: elsewhere it is SWAPs
+            pattern = permutation_pattern(op)
+            if pattern is not None:
+                _append_swaps(self.run[1], pattern, qubits)
+                return
+            if _holds_permutation(op):
+                raise UnsupportedInstructionError(f"{op.name!r} holds a permutation")
         self.run[1].append(op, qubits)
 
     def walk(self, circuit, qmap: list[int], cmap: list[int], controls: tuple,
@@ -287,6 +303,38 @@ class _Compiler:
         self.walk(false_body, qubits, clbits, ((flag, 0),), top=False)
 
 
+def _append_swaps(qc, pattern: list[int], qubits: list[int]) -> None:
+    """A ``PermutationGate`` (position ``k`` receives qubit ``pattern[k]``) as SWAPs."""
+    from qiskit.circuit.library import SwapGate
+
+    holds = list(range(len(pattern)))  # position k holds the state of qubit holds[k]
+    for k, want in enumerate(pattern):
+        j = holds.index(want)
+        if j != k:
+            qc.append(SwapGate(), [qubits[k], qubits[j]])
+            holds[k], holds[j] = holds[j], holds[k]
+
+
+def _holds_permutation(op, depth: int = 0) -> bool:
+    """Whether a gate outside Qiskit's standard set has a ``PermutationGate`` in its
+    definition (:func:`~qsimdist.frontends.qiskit_circuit.from_qiskit` would expand it
+    into a relabelling)."""
+    if depth > 8 or op.name in _standard_names() or op.name == "unitary":
+        return False
+    if permutation_pattern(op) is not None:
+        return True
+    definition = getattr(op, "definition", None)
+    return definition is not None and any(
+        _holds_permutation(inst.operation, depth + 1) for inst in definition.data)
+
+
+@functools.lru_cache(maxsize=1)
+def _standard_names() -> frozenset[str]:
+    from qiskit.circuit.library import get_standard_gate_name_mapping
+
+    return frozenset(get_standard_gate_name_mapping())
+
+
 def _simple_equality(condition):
     """``(clbit or register, value)`` for ``expr.equal(clbit or register, value)`` or a bare
     clbit, else ``None`` (as the lowering reads them)."""
@@ -330,7 +378,7 @@ class _Program:
             wire)``, ``(_RESET, qubit, wire, controls)``, ``(_FLAG_ALL, wire, controls)``
             or ``(_FLAG_TABLE, wire, wires, truth)``; ``controls`` are ``(wire, value)``
             pairs that must all hold.
-        segments: per segment, its fused gates as ``(matrix, qubits, diagonal)``.
+        segments: per segment, its fused gates (:func:`_prepared`).
         first: the fused gates of the first segment (run from ``|0...0>`` by
             :func:`qsimdist.executors.statevector.simulate`) where ``ops`` begins with one
             without controls, else ``None``.
@@ -363,7 +411,7 @@ class _Program:
     def may_be_clifford(self) -> bool:
         """Whether the lowered circuit may be Clifford (where not, it certainly is not):
         no two classical controls on anything, unconditional gates Clifford, and a gate
-        under one control a Pauli up to phase (one nonzero entry per row)."""
+        under one control a Pauli up to phase (:func:`_pauli_like`)."""
         if not self.maybe_clifford:
             return False
         from ..engine.stabilizer import gate_program, stabilizer_available
@@ -375,9 +423,24 @@ class _Program:
                 m = np.asarray(g.matrix)
                 if controls == 0 and gate_program(m) is None:
                     return False
-                if controls and not (np.count_nonzero(np.abs(m) > 1e-9, axis=1) == 1).all():
+                if controls and not _pauli_like(m):
                     return False
         return True
+
+
+def _pauli_like(m: np.ndarray) -> bool:
+    """Whether ``m`` may be a Pauli string times a phase: its square a multiple of the
+    identity, one nonzero entry per row, each the first one times 1, -1, i or -i."""
+    square = m @ m
+    if not np.allclose(square, square[0, 0] * np.eye(m.shape[0]), atol=1e-9):
+        return False
+    nonzero = np.abs(m) > 1e-9
+    if not (np.count_nonzero(nonzero, axis=1) == 1).all():
+        return False
+    entries = m[nonzero]
+    ratios = entries / entries[0]
+    return bool(np.all(np.min(np.abs(ratios[:, None] - np.array([1, -1, 1j, -1j])),
+                              axis=1) < 1e-9))
 
 
 def _prepared(g, diagonal: bool) -> tuple:
@@ -419,9 +482,17 @@ def _halves(state: np.ndarray, n: int, q: int) -> np.ndarray:
     return state.reshape(1 << (n - 1 - q), 2, 1 << q)
 
 
-def _norm2(a: np.ndarray) -> float:
-    return float(np.vdot(a, a).real) if a.flags.c_contiguous else float(
-        np.sum(a.real * a.real + a.imag * a.imag))
+def _half_norms(state: np.ndarray, n: int, q: int) -> tuple[float, float]:
+    """``(|s restricted to qubit q = 0|^2, ... = 1|^2)`` in one pass over the state's
+    real and imaginary parts (contiguous runs of ``2^(q+1)`` numbers)."""
+    f = state.view(np.float64).reshape(1 << (n - 1 - q), 2, 2 << q)
+    if q >= 2:
+        p = np.einsum("ijk,ijk->j", f, f)
+        return float(p[0]), float(p[1])
+    half = np.ascontiguousarray(f[:, 1, :]).reshape(-1)
+    p1 = float(half @ half)
+    flat = state.view(np.float64)
+    return float(flat @ flat) - p1, p1
 
 
 class _Node:
@@ -436,15 +507,36 @@ class _Node:
         return _Node(self.state.copy(), self.pos, list(self.wires))
 
 
-class _Binding:
-    """One binding's program, the ``p0`` of every branch prefix met, its kept states and
-    the values read on each branch."""
+class _Kept:
+    """The states kept between branch prefixes, every binding's together: at most
+    ``states`` of them, the least recently used dropped first."""
 
-    def __init__(self, program: _Program, cache_states: int) -> None:
+    def __init__(self, states: int) -> None:
+        self.states = max(1, states)
+        self.nodes: OrderedDict[tuple, _Node] = OrderedDict()
+
+    def get(self, key: tuple) -> _Node | None:
+        node = self.nodes.get(key)
+        if node is not None:
+            self.nodes.move_to_end(key)
+        return node
+
+    def put(self, key: tuple, node: _Node) -> None:
+        self.nodes[key] = node
+        self.nodes.move_to_end(key)
+        while len(self.nodes) > self.states:
+            self.nodes.popitem(last=False)
+
+
+class _Binding:
+    """One binding's program, the ``p0`` of every branch prefix met and the values read
+    on each branch; its states are kept in ``kept`` under ``(b, prefix)``."""
+
+    def __init__(self, program: _Program, kept: _Kept, b: int) -> None:
         self.program = program
         self.p0: dict[tuple, float] = {}
-        self.kept: OrderedDict[tuple, _Node] = OrderedDict()
-        self.cache_states = max(1, cache_states)
+        self.kept = kept
+        self.b = b
         self.values: dict[tuple, float] = {}
         self.simulated = 0  # branch points simulated (not read from the cache)
 
@@ -455,7 +547,10 @@ class _Binding:
             from ..executors.statevector import simulate
 
             gates, flags = p.first
-            state = simulate(p.n, gates, 0.0, "complex128", diagonal=flags)
+            # numpy's GEMMs: on these narrow states the compiled in-place kernel took 5-8x
+            # as long (shors_nine_qubit_code, 17 qubits, 12 fused gates: 159 ms against 19)
+            kernel = "numpy" if p.n < NUMPY_KERNEL_BELOW else "auto"
+            state = simulate(p.n, gates, 0.0, "complex128", diagonal=flags, kernel=kernel)
             state = np.array(state, dtype=np.complex128, copy=True)
             node = _Node(state, 1, [0] * p.wires)
         else:
@@ -493,8 +588,7 @@ class _Binding:
         if not all(wires[w] == v for w, v in op[3]):  # the condition fails: a sure outcome
             old = op[4] if op[0] == _MEASURE else None
             return 0.0 if old is not None and wires[old] else 1.0
-        halves = _halves(node.state, self.program.n, op[1])
-        p0, p1 = _norm2(halves[:, 0, :]), _norm2(halves[:, 1, :])
+        p0, p1 = _half_norms(node.state, self.program.n, op[1])
         p0 = p0 / (p0 + p1)
         if p0 < tol:
             return 0.0
@@ -507,9 +601,9 @@ class _Binding:
         op = self.program.ops[node.pos]
         wires = node.wires
         if all(wires[w] == v for w, v in op[3]):
+            norm = _half_norms(node.state, self.program.n, op[1])[bit]
             halves = _halves(node.state, self.program.n, op[1])
             keep = halves[:, bit, :]
-            norm = _norm2(keep)
             if norm <= 0:
                 raise ExecutionError(f"the sampled outcome {bit} of a reset or measurement "
                                      "has probability 0")
@@ -526,18 +620,17 @@ class _Binding:
 
     # ------------------------------------------------------------------ the cache
     def keep(self, prefix: tuple, node: _Node) -> None:
-        self.kept[prefix] = node
-        self.kept.move_to_end(prefix)
-        while len(self.kept) > self.cache_states:
-            self.kept.popitem(last=False)
+        self.kept.put((self.b, prefix), node)
+
+    def kept_at(self, prefix: tuple) -> _Node | None:
+        return self.kept.get((self.b, prefix))
 
     def node_at(self, prefix: tuple) -> _Node:
         """A fresh copy of the trajectory at ``prefix``: from the deepest kept ancestor,
         replaying the outcomes after it."""
         for j in range(len(prefix), -1, -1):
-            found = self.kept.get(prefix[:j])
+            found = self.kept_at(prefix[:j])
             if found is not None:
-                self.kept.move_to_end(prefix[:j])
                 node = found.copy()
                 break
         else:
@@ -557,7 +650,8 @@ class Trajectories:
     element order (consuming the generator as the lowered path would), and
     :meth:`fill` reads every element's terms, a branch's together."""
 
-    def __init__(self, engine, pub, rng: np.random.Generator, lowered) -> None:
+    def __init__(self, engine, pub, rng: np.random.Generator, lowered,
+                 cache_bytes: int = CACHE_BYTES) -> None:
         self.engine = engine
         self.pub = pub
         self.rng = rng
@@ -566,8 +660,7 @@ class Trajectories:
         self.tol = 1e-10 if engine.dtype == "complex128" else 1e-5
         self.bindings: dict[int, _Binding | None] = {}
         self.elements: list[tuple] = []  # (index, binding, branch, observable, noise)
-        state_bytes = 16 << self.n
-        self.cache_states = max(2, CACHE_BYTES // state_bytes)
+        self.kept = _Kept(min(CACHE_BYTES, cache_bytes) // (16 << self.n))
         self.seconds = 0.0
 
     def takes(self, b: int) -> bool:
@@ -592,12 +685,12 @@ class Trajectories:
             program = _Program(compiler)
         except Exception:  # noqa: BLE001 - the lowered path accepts it or says why not
             return None
-        if self.engine.method == "auto" and program.may_be_clifford():
+        if program.may_be_clifford():
             from ..engine.stabilizer import to_stabilizer
 
             if to_stabilizer(self.lowered(b)[1]) is not None:
                 return None  # a Clifford circuit keeps the stabilizer route
-        return _Binding(program, self.cache_states)
+        return _Binding(program, self.kept, b)
 
     def draw(self, index: tuple, b: int, o: int, precision: float) -> None:
         """Sample element ``index``'s branch of binding ``b`` (and its noise, where the
@@ -613,7 +706,7 @@ class Trajectories:
                 if node is None:
                     node = binding.node_at(branch)
                 p0 = binding.p0[branch] = binding.branch_p0(node, self.tol)
-                if 0.0 < p0 < 1.0 and branch not in binding.kept:
+                if 0.0 < p0 < 1.0 and binding.kept_at(branch) is None:
                     binding.keep(branch, node.copy())  # the other outcome may come
             joint = prob if p0 == 1.0 else prob * p0
             bit = 0 if self.rng.random() * prob < joint else 1
@@ -621,7 +714,7 @@ class Trajectories:
             if node is not None:
                 binding.take(node, bit)
             branch = (*branch, bit)
-        if node is not None and branch not in binding.kept:
+        if node is not None and binding.kept_at(branch) is None:
             binding.keep(branch, node)
         noise = self.rng.normal(0.0, precision) if precision != 0 else None
         self.elements.append((index, b, branch, o, noise))
@@ -644,7 +737,7 @@ class Trajectories:
             if not labels:
                 continue
             binding = self.bindings[b]
-            node = binding.kept.get(branch)
+            node = binding.kept_at(branch)
             state = node.state if node is not None and node.pos == len(
                 binding.program.ops) else binding.node_at(branch).state
             order = list(labels)
@@ -703,11 +796,11 @@ def _read_terms(state: np.ndarray, n: int, terms: list) -> list[float]:
 
 def trajectories_for(engine, pub, rng: np.random.Generator, lowered) -> Trajectories | None:
     """The trajectory route for ``pub`` where it may be taken at all (one process, numpy,
-    method ``auto`` or ``statevector``, a state within :data:`MAX_QUBITS` and the memory
+    method ``auto``, a state within :data:`MAX_QUBITS` and the memory
     budget), else ``None``; bindings are checked one by one (:meth:`Trajectories.takes`).
     ``lowered(b)``: binding ``b``'s lowered circuit, for the Clifford check."""
-    if not ENABLED or engine.backend != "numpy" or engine.method not in ("auto", "statevector"):
-        return None
+    if not ENABLED or engine.backend != "numpy" or engine.method != "auto":
+        return None  # a method asked for by name runs on the lowered circuit
     from ..executors import executor_kind
 
     if executor_kind(engine.executor).distributed:
@@ -715,13 +808,17 @@ def trajectories_for(engine, pub, rng: np.random.Generator, lowered) -> Trajecto
     n = pub.circuit.num_qubits
     if not 1 <= n <= MAX_QUBITS:
         return None
-    from ..engine.memory import MemoryBudget
-
     need = WORK_STATES * (16 << n)
-    bound = MemoryBudget.resolve(engine.memory_limit).bound
-    if bound is not None and need > bound:
-        return None
-    return Trajectories(engine, pub, rng, lowered)
+    cache = CACHE_BYTES
+    if engine.memory_limit is not None or need > UNCHECKED_BYTES:
+        from ..engine.memory import MemoryBudget
+
+        bound = MemoryBudget.resolve(engine.memory_limit, engine.comm).bound
+        if bound is not None:
+            if need > bound:
+                return None
+            cache = min(cache, bound - need)
+    return Trajectories(engine, pub, rng, lowered, cache)
 
 
 __all__ = ["ENABLED", "MAX_QUBITS", "Trajectories", "trajectories_for"]
