@@ -376,6 +376,12 @@ def _own_threads_alive() -> bool:
 
 def console_main() -> None:
     """Console entry point (``qsimdist`` and ``python -m qsimdist``)."""
+    import faulthandler
+
+    # a crash inside compiled code (BLAS, numba, a path-search library) says where it was
+    # on stderr instead of ending the process silently
+    if not faulthandler.is_enabled():
+        faulthandler.enable()
     if not under_mpi():
         _interrupt_with_deadline()
     _exit_now(main())

@@ -11,6 +11,7 @@ matrix (BENCHMARKS.md), not asserted here.
 from __future__ import annotations
 
 import shutil
+import warnings
 
 import pytest
 
@@ -33,6 +34,9 @@ CASES = [
 
 
 def _check(rec: dict) -> None:
+    if mpi_matrix.CRASHES:  # run again after a signal: visible in the summary, with the dump
+        crashes, mpi_matrix.CRASHES[:] = list(mpi_matrix.CRASHES), []
+        warnings.warn(f"a run ended by a signal and was run again: {crashes}", stacklevel=2)
     assert rec["ok"], rec.get("reason")
     assert rec["rel_err"] <= mpi_matrix.RTOL
     assert rec["shape_one"] == rec["shape_mpi"]
@@ -149,3 +153,18 @@ def test_traced_memory_of_a_run_of_many_slices():
     for rank in seen["rss"]:  # resident size only: nothing traced
         assert rank["traced_peak_bytes"] == rank["traced_array_bytes"] == -1
         assert rank["rss_before_bytes"] > 0 and rank["rss_growth_bytes"] >= 0
+
+
+def test_a_crash_is_told_from_a_failure():
+    """Only a run a signal ended is run again: one process by its negative return code,
+    mpiexec by its report of a rank's signal; an error exit is a failure as it stands."""
+    import subprocess
+
+    def proc(rc, out=""):
+        return subprocess.CompletedProcess(["x"], rc, out, "")
+
+    assert mpi_matrix._crashed(proc(-11)) == 11
+    assert mpi_matrix._crashed(proc(11, "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: "
+                                        "Segmentation fault (signal 11)\n")) == 11
+    assert mpi_matrix._crashed(proc(2, "qsimdist: error: bad input")) is None
+    assert mpi_matrix._crashed(proc(0)) is None
