@@ -108,3 +108,21 @@ def test_the_walk_counts_a_stay_it_should(monkeypatch):
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+@pytest.mark.parametrize("door", ["SamplerV2", "EstimatorV2"])
+@pytest.mark.parametrize("options,words", [
+    ({"memory_limit": "bogus"}, "cannot read memory size 'bogus'"),
+    ({"backend": "torch"}, "unknown backend 'torch'; valid: numpy, cupy"),
+    ({"profile": "nope"}, "unknown hardware profile 'nope'"),
+    ({"executor": "gpu"}, "unknown executor 'gpu'"),
+])
+def test_each_door_refuses_bad_options_at_construction(door, options, words):
+    """Bad input fails where the door is built, not at its first run (issue 44: every door
+    builds its options once, at construction)."""
+    import qsimdist.qiskit as primitives
+    from qsimdist.errors import QsimdistError
+
+    with pytest.raises(QsimdistError, match=words):
+        getattr(primitives, door)(options=options)
+    getattr(primitives, door)(options={"memory_limit": "2GiB"})  # a readable one is taken

@@ -39,6 +39,25 @@ class PrimitiveOptions:
 
         return coerce_options(cls, options, cls._what)
 
+    def check_shared(self) -> None:
+        """Refuse, at construction, what the engine would refuse at the first run: an
+        unreadable ``memory_limit`` (its default is still read per run), an unknown or
+        missing ``backend``, an unknown executor or hardware ``profile``."""
+        from ..config import parse_memory
+        from ..engine.options import check_backend
+        from ..memory_limit import is_none_word
+
+        limit = getattr(self, "memory_limit", None)
+        if limit is not None and not is_none_word(limit):
+            parse_memory(limit)
+        check_backend(self.backend)
+        check_executor_choice(self.executor)
+        profile = getattr(self, "profile", None)
+        if profile is not None:
+            from ..hardware import load_profile
+
+            load_profile(profile)
+
     def resolved_executor(self) -> str:
         """``local`` or ``mpi`` (``auto``: ``mpi`` when started by mpiexec with several ranks)."""
         from ..executors import resolve_executor

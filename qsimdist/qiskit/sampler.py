@@ -36,7 +36,7 @@ from ..engine.sampling import METHODS, sample_bits
 from ..errors import InvalidInputError, shorten
 from .dynamic import LoweredCircuit, lower_circuit
 from .errors import qiskit_errors
-from .options import PrimitiveOptions, check_executor_choice, submit_job
+from .options import PrimitiveOptions, submit_job
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class SamplerOptions(PrimitiveOptions):
         if self.method not in METHODS:
             raise InvalidInputError(
                 f"unknown sampling method {self.method!r}; valid: {', '.join(METHODS)}")
-        check_executor_choice(self.executor)
+        self.check_shared()
 
 
 class SamplerV2(BaseSamplerV2):
