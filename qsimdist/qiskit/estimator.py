@@ -47,10 +47,8 @@ from ..frontends.qiskit_circuit import from_qiskit
 from ..planner.path import PathOptions
 from .dynamic import LoweredCircuit, lower_circuit, needs_lowering
 from .errors import qiskit_errors
-from .options import PrimitiveOptions, check_executor_choice, submit_job
+from .options import PrimitiveOptions, submit_job
 from .trajectory import trajectories_for
-
-BACKEND_CHOICES = ("numpy", "cupy")
 
 
 @dataclass(frozen=True)
@@ -90,11 +88,7 @@ class EstimatorOptions(PrimitiveOptions):
         object.__setattr__(self, "dtype", check_dtype(self.dtype))
         if self.method not in METHODS:
             raise InvalidInputError(f"unknown method {self.method!r}; valid: {', '.join(METHODS)}")
-        if self.backend not in BACKEND_CHOICES:
-            raise InvalidInputError(
-                f"unknown backend {self.backend!r}; valid: {', '.join(BACKEND_CHOICES)}"
-            )
-        check_executor_choice(self.executor)
+        self.check_shared()
         if self.path_options is not None:
             object.__setattr__(self, "path_options", PathOptions.coerce(self.path_options))
 
