@@ -32,39 +32,29 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..frontends.circuit import Gate, GateCircuit
+from ..frontends.fusion import apply_one_qubit, matrix_over
 from ..network import Network
 
 #: a one-qubit operator is diagonal in this sense (``I`` is never part of a term)
 DIAGONAL_OPS = frozenset("IZ01")
 
 
+_OFF_DIAGONAL: dict[int, np.ndarray] = {}  # dimension -> mask of the entries off the diagonal
+
+
 def is_diagonal(matrix: np.ndarray, atol: float = 0.0) -> bool:
     """Whether ``matrix`` has no entry off its diagonal larger than ``atol``."""
     m = np.asarray(matrix)
-    off = m[~np.eye(m.shape[0], dtype=bool)]
+    mask = _OFF_DIAGONAL.get(m.shape[0])
+    if mask is None:
+        mask = _OFF_DIAGONAL[m.shape[0]] = ~np.eye(m.shape[0], dtype=bool)
+    off = m[mask]
     return not off.size or float(np.max(np.abs(off))) <= atol
 
 
 def has_diagonal_entanglers(circuit: GateCircuit) -> bool:
     """Whether any multi-qubit gate of ``circuit`` is diagonal."""
     return any(len(g.qubits) > 1 and is_diagonal(g.matrix) for g in circuit.gates)
-
-
-def _apply_one_qubit(gate: Gate, q: int, m: np.ndarray, before: bool) -> Gate:
-    """``gate`` with the one-qubit ``m`` applied on its qubit ``q`` before (or after) it."""
-    k = len(gate.qubits)
-    j = gate.qubits.index(q)
-    full = np.kron(np.kron(np.eye(2 ** j), m), np.eye(2 ** (k - j - 1)))
-    matrix = gate.matrix @ full if before else full @ gate.matrix
-    return Gate(matrix, gate.qubits, "fused")
-
-
-def _matrix_over(gate: Gate, qubits: tuple[int, ...]) -> np.ndarray:
-    """``gate``'s matrix over the same qubits listed in the order ``qubits``."""
-    k = len(qubits)
-    perm = [gate.qubits.index(q) for q in qubits]
-    t = gate.matrix.reshape((2,) * (2 * k)).transpose(perm + [k + p for p in perm])
-    return t.reshape(2**k, 2**k)
 
 
 def fuse_keeping_diagonals(circuit: GateCircuit) -> GateCircuit:
@@ -99,7 +89,7 @@ def fuse_keeping_diagonals(circuit: GateCircuit) -> GateCircuit:
             if m is None:
                 continue
             if not g_diag or is_diagonal(m):
-                gate = _apply_one_qubit(gate, q, m, before=True)
+                gate = apply_one_qubit(gate, q, m, before=True, name="fused")
             else:
                 emit(Gate(m, (q,), "fused"), False)
         prev = {last.get(q) for q in g.qubits}
@@ -107,7 +97,7 @@ def fuse_keeping_diagonals(circuit: GateCircuit) -> GateCircuit:
             j = prev.pop()
             earlier = out[j]
             if set(earlier.qubits) == set(g.qubits) and diag[j] == g_diag:
-                out[j] = Gate(gate.matrix @ _matrix_over(earlier, gate.qubits), gate.qubits,
+                out[j] = Gate(gate.matrix @ matrix_over(earlier, gate.qubits), gate.qubits,
                               "fused")
                 continue
         emit(gate, g_diag)
@@ -116,7 +106,7 @@ def fuse_keeping_diagonals(circuit: GateCircuit) -> GateCircuit:
         if j is None or (diag[j] and not is_diagonal(m)):
             emit(Gate(m, (q,), "fused"), is_diagonal(m))
         else:
-            out[j] = _apply_one_qubit(out[j], q, m, before=False)
+            out[j] = apply_one_qubit(out[j], q, m, before=False, name="fused")
     fused = GateCircuit(circuit.n_qubits, global_phase=circuit.global_phase, name=circuit.name)
     fused.gates = out
     return fused

@@ -506,22 +506,24 @@ class ExpectationEngine:
                     values[i] = term_on_state(state, axes, t.ops)
             st.state_terms += len(live)
             return values
-        self._doubled_values(original, terms, live, values)
+        self._doubled_values(original, terms, live, values, side.get("circuit"))
         return values
 
     def _doubled_values(self, circuit: GateCircuit, terms: Sequence[PauliTerm],
-                        live: list[int], values: np.ndarray) -> None:
-        """Each live term on its own doubled network (:mod:`qsimdist.engine.doubled`):
-        diagonal gates kept diagonal, the commutation-aware light cone, quimb's
-        simplification; networks of one structure share a plan."""
+                        live: list[int], values: np.ndarray, fused=None) -> None:
+        """Each live term on its own doubled network (:mod:`qsimdist.engine.doubled`), one
+        plan per structure; ``fused`` (fused into neighbours) is taken as it is where no
+        entangler is diagonal."""
         from .cache import structure_key
-        from .doubled import DoubledCircuit
+        from .doubled import DoubledCircuit, has_diagonal_entanglers
 
         held = self._doubled
         if held is not None and held[0]() is circuit and held[1] == self.fuse:
             prepared = held[2]  # the same circuit object as the last call: prepared once
         else:
-            prepared = DoubledCircuit.of(circuit, fuse=self.fuse)
+            plain = fused is not None and self.fuse and not has_diagonal_entanglers(circuit)
+            prepared = DoubledCircuit.of(fused, False) if plain else DoubledCircuit.of(
+                circuit, fuse=self.fuse)
             self._doubled = (weakref.ref(circuit), self.fuse, prepared)
         st = self.stats
         for i in live:

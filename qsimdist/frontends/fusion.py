@@ -547,19 +547,23 @@ def fuse_single_qubit_gates(circuit: GateCircuit) -> GateCircuit:
     return out
 
 
-def _apply_one_qubit(gate: Gate, qubit: int, matrix: np.ndarray, before: bool) -> Gate:
-    """``gate`` with the one-qubit ``matrix`` on ``qubit`` applied before (or after) it."""
+def apply_one_qubit(gate: Gate, qubit: int, matrix: np.ndarray, before: bool,
+                    name: str | None = None) -> Gate:
+    """``gate`` with the one-qubit ``matrix`` on ``qubit`` applied before (or after) it
+    (named ``name``, default the gate's own), by one broadcast 2x2 product."""
     k = len(gate.qubits)
     pos = gate.qubits.index(qubit)
-    t = gate.matrix.reshape((2,) * (2 * k))
-    if before:  # G @ (1 x m x 1): contract m's row with G's input axis ``k + pos``
-        t = np.moveaxis(np.tensordot(t, matrix, axes=([k + pos], [0])), -1, k + pos)
-    else:  # (1 x m x 1) @ G: contract m's column with G's output axis ``pos``
-        t = np.moveaxis(np.tensordot(matrix, t, axes=([1], [pos])), 0, pos)
-    return Gate(t.reshape(2**k, 2**k), gate.qubits, gate.name)
+    d, left = 1 << k, 1 << pos
+    right = d // (2 * left)
+    g = gate.matrix
+    if before:  # G @ (1 x m x 1): the columns' bit ``pos`` is mixed by m's transpose
+        out = np.matmul(matrix.T, g.reshape(d * left, 2, right))
+    else:  # (1 x m x 1) @ G: the rows' bit ``pos`` is mixed by m
+        out = np.matmul(matrix, g.reshape(left, 2, right * d))
+    return Gate(out.reshape(d, d), gate.qubits, gate.name if name is None else name)
 
 
-def _reorder(gate: Gate, qubits: tuple[int, ...]) -> np.ndarray:
+def matrix_over(gate: Gate, qubits: tuple[int, ...]) -> np.ndarray:
     """``gate``'s matrix over the same qubits listed in the order ``qubits``."""
     k = len(qubits)
     perm = [gate.qubits.index(q) for q in qubits]
@@ -589,13 +593,13 @@ def fuse_into_neighbours(circuit: GateCircuit) -> GateCircuit:
         for q in g.qubits:
             m = pending.pop(q, None)
             if m is not None:
-                gate = _apply_one_qubit(gate, q, m, before=True)
+                gate = apply_one_qubit(gate, q, m, before=True)
         prev = {last.get(q) for q in g.qubits}
         if len(prev) == 1 and None not in prev:
             j = prev.pop()
             earlier = out[j]
             if earlier is not None and set(earlier.qubits) == set(g.qubits):
-                out[j] = Gate(gate.matrix @ _reorder(earlier, gate.qubits), gate.qubits,
+                out[j] = Gate(gate.matrix @ matrix_over(earlier, gate.qubits), gate.qubits,
                               "fused")
                 continue
         out.append(gate)
@@ -606,7 +610,7 @@ def fuse_into_neighbours(circuit: GateCircuit) -> GateCircuit:
         if j is None:
             out.append(Gate(m, (q,), "fused"))
         else:
-            out[j] = _apply_one_qubit(out[j], q, m, before=False)
+            out[j] = apply_one_qubit(out[j], q, m, before=False)
     fused = GateCircuit(circuit.n_qubits, global_phase=circuit.global_phase, name=circuit.name)
     fused.gates = [g for g in out if g is not None]
     return fused
