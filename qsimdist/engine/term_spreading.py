@@ -1,5 +1,8 @@
 """Many Pauli terms over the ranks of a distributed run: each rank values its share alone.
 
+``engine`` below is an :class:`~qsimdist.engine.expectation.ExpectationEngine` (not
+imported here: the engine imports this module).
+
 Under ``executor="mpi"`` every rank makes the same :meth:`ExpectationEngine.term_values
 <qsimdist.engine.expectation.ExpectationEngine.term_values>` call. Where there are at
 least as many live terms as ranks (one rank included), spreading the terms beats
@@ -22,11 +25,10 @@ from ..errors import PlanError, QsimdistError
 
 if TYPE_CHECKING:
     from ..frontends import GateCircuit
-    from .expectation import ExpectationEngine
     from .pauli_terms import PauliTerm
 
 
-def worth_spreading(engine: ExpectationEngine, terms: Sequence[PauliTerm]) -> bool:
+def worth_spreading(engine, terms: Sequence[PauliTerm]) -> bool:
     """Whether ``engine`` (distributed, spreading allowed) has a term per rank to spread."""
     comm = engine.comm
     if not engine.spread_terms or comm is None or not engine._options.distributed:
@@ -34,13 +36,11 @@ def worth_spreading(engine: ExpectationEngine, terms: Sequence[PauliTerm]) -> bo
     return sum(1 for t in terms if t.qubits) >= comm.Get_size()
 
 
-def local_twin(engine: ExpectationEngine) -> ExpectationEngine:
+def local_twin(engine):
     """A one-process engine with ``engine``'s settings and this rank's memory budget."""
     twin = getattr(engine, "_twin", None)
-    if twin is None:
-        from .expectation import ExpectationEngine
-
-        twin = engine._twin = ExpectationEngine(
+    if twin is None:  # the engine's own class: this module does not import it
+        twin = engine._twin = type(engine)(
             dtype=engine.dtype, memory_limit=engine._budget, backend=engine.backend,
             path_options=engine._options.path_options, executor="local", fuse=engine.fuse,
             method=engine.method, state_max_qubits=engine.state_max_qubits,
@@ -48,7 +48,7 @@ def local_twin(engine: ExpectationEngine) -> ExpectationEngine:
     return twin
 
 
-def spread_term_values(engine: ExpectationEngine, circuit: GateCircuit,
+def spread_term_values(engine, circuit: GateCircuit,
                        terms: Sequence[PauliTerm]) -> np.ndarray | None:
     """Every term's value, each valued on one rank; ``None`` on every rank where some
     rank's share does not fit its memory budget (then contract them distributed)."""
