@@ -8,10 +8,11 @@ Under ``executor="mpi"`` every rank makes the same :meth:`ExpectationEngine.term
 least as many live terms as ranks (one rank included), spreading the terms beats
 spreading each term's contraction (``python -m benchmarks.term_spreading``): rank ``r``
 values terms ``r, r + P, r + 2P, ...`` in one process (a local twin of the engine,
-within the rank's own memory budget), and one ``allgather`` gives every rank every value. A rank that cannot fit a term in its budget says so in
-the same ``allgather``; then every rank returns ``None`` and the engine contracts the
-terms distributed, as before. Any other error is raised on every rank after the
-``allgather``, so no rank is left waiting in a collective.
+within the rank's own memory budget), and one ``allgather`` gives every rank every
+value. A rank that cannot fit a term in its budget says so in the same ``allgather``;
+then every rank returns ``None`` and the engine contracts the terms distributed, as
+before. Any other error is raised on every rank after the ``allgather``, so no rank is
+left waiting in a collective.
 """
 
 from __future__ import annotations
