@@ -23,8 +23,11 @@ gives the same values and the mean over elements is the mixed-state value.
 The branch is drawn outcome by outcome from light-cone marginals of the
 deferred-measurement circuit (:mod:`qsimdist.qiskit.dynamic`), and the values
 are ``<psi|P (x) Pi_b|psi> / <psi|Pi_b|psi>`` with ``Pi_b`` the projector on
-the branch. Final measurements (of qubits nothing uses afterwards, into bits
-nothing reads) are ignored: the values are those before them.
+the branch. In one process (method ``auto``) a circuit whose lowered form is not
+Clifford runs instead as trajectories of its own qubits' state
+(:mod:`qsimdist.qiskit.trajectory`): the same draws, the same values. Final
+measurements (of qubits nothing uses afterwards, into bits nothing reads) are
+ignored: the values are those before them.
 """
 
 from __future__ import annotations

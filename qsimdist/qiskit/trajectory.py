@@ -483,16 +483,17 @@ def _halves(state: np.ndarray, n: int, q: int) -> np.ndarray:
 
 
 def _half_norms(state: np.ndarray, n: int, q: int) -> tuple[float, float]:
-    """``(|s restricted to qubit q = 0|^2, ... = 1|^2)`` in one pass over the state's
-    real and imaginary parts (contiguous runs of ``2^(q+1)`` numbers)."""
-    f = state.view(np.float64).reshape(1 << (n - 1 - q), 2, 2 << q)
-    if q >= 2:
-        p = np.einsum("ijk,ijk->j", f, f)
+    """``(|s restricted to qubit q = 0|^2, ... = 1|^2)``, reading the state's real and
+    imaginary parts as runs of ``2^(q+1)`` numbers: long runs reduced where they lie, short
+    ones squared first and summed down the columns (one GEMV)."""
+    f = state.view(np.float64)
+    inner = 2 << q
+    if q >= 4:
+        p = np.einsum("ijk,ijk->j", *(f.reshape(-1, 2, inner),) * 2)
         return float(p[0]), float(p[1])
-    half = np.ascontiguousarray(f[:, 1, :]).reshape(-1)
-    p1 = float(half @ half)
-    flat = state.view(np.float64)
-    return float(flat @ flat) - p1, p1
+    rows = (f * f).reshape(-1, 2 * inner)
+    columns = np.ones(rows.shape[0]) @ rows
+    return float(columns[:inner].sum()), float(columns[inner:].sum())
 
 
 class _Node:
