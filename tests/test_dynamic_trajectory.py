@@ -290,3 +290,27 @@ def test_box_and_composite_instructions(monkeypatch):
     ref = run(qc, obs, enabled=False, monkeypatch=monkeypatch)
     assert ours.metadata["route"]["method"] == "trajectory"
     np.testing.assert_allclose(ours.data.evs, ref.data.evs, atol=1e-8, rtol=0)
+
+
+@pytest.mark.parametrize("outer", [0, 1])
+@pytest.mark.parametrize("enabled", [True, False])
+def test_an_else_nested_in_a_failed_condition_does_not_run(outer, enabled, monkeypatch):
+    """if c0 == 1: (if c1 == 1: x(0) else: x(0)). Where c0 is 0 neither branch runs: the
+    else body once ran on the negated flag alone, outer condition ignored (<Z0> -1, Aer
+    +1), on both routes."""
+    monkeypatch.setattr(trajectory, "ENABLED", enabled)
+    qc = QuantumCircuit(2, 2)
+    if outer:
+        qc.x(1)
+    qc.measure(1, 0)
+    qc.h(1)
+    qc.t(1)
+    qc.measure(1, 1)  # c1: either value
+    with qc.if_test((qc.clbits[0], 1)):
+        with qc.if_test((qc.clbits[1], 1)) as else_:
+            qc.x(0)
+        with else_:
+            qc.x(0)
+    qc.ry(0.3, 1)
+    evs = EstimatorV2(seed=3).run([(qc, [["IZ"]] * 20)]).result()[0].data.evs
+    np.testing.assert_allclose(evs, -1.0 if outer else 1.0, atol=1e-12)

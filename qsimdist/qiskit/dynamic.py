@@ -358,12 +358,12 @@ class _Lowering:
         if not cond:  # always true
             self.walk(true_body, qubits, clbits, controls, top=False)
             return
-        # a flag qubit holds the whole condition (outer controls included), so that the
-        # false branch can be controlled by its negation
+        # a flag qubit holds the whole condition (outer controls included); the false
+        # branch runs where the outer controls hold and the flag does not
         flag = self.fresh()
         self.emit(XGate(), [flag], both)
         self.walk(true_body, qubits, clbits, [(flag, 1)], top=False)
-        self.walk(false_body, qubits, clbits, [(flag, 0)], top=False)
+        self.walk(false_body, qubits, clbits, sorted([*controls, (flag, 0)]), top=False)
 
 
 def _simple_equality(condition):

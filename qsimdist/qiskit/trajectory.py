@@ -300,7 +300,8 @@ class _Compiler:
         self.flush()
         self.ops.append((_FLAG_ALL, flag, both))
         self.walk(true_body, qubits, clbits, ((flag, 1),), top=False)
-        self.walk(false_body, qubits, clbits, ((flag, 0),), top=False)
+        # the false branch: where the outer controls hold and the flag does not
+        self.walk(false_body, qubits, clbits, tuple(sorted((*controls, (flag, 0)))), top=False)
 
 
 def _append_swaps(qc, pattern: list[int], qubits: list[int]) -> None:
