@@ -112,19 +112,7 @@ class _Lowering:
         self.allow_parameters = False
         # for each top-level position, the logical qubits some later instruction uses
         # (other than barrier, delay and measure): a measurement of any other qubit is final
-        used_later: list[frozenset[int]] = [frozenset()] * len(qc.data)
-        read_later: list[frozenset[int]] = [frozenset()] * len(qc.data)
-        seen: set[int] = set()
-        read: set[int] = set()
-        for pos in range(len(qc.data) - 1, -1, -1):
-            used_later[pos] = frozenset(seen)
-            read_later[pos] = frozenset(read)
-            inst = qc.data[pos]
-            if inst.operation.name not in (*_SKIPPED, "measure"):
-                seen.update(qc.find_bit(q).index for q in inst.qubits)
-                read.update(qc.find_bit(c).index for c in inst.clbits)
-        self.used_later = used_later
-        self.read_later = read_later
+        self.used_later, self.read_later = later_uses(qc)
 
     def fresh(self) -> int:
         self.n_physical += 1
@@ -262,7 +250,7 @@ class _Lowering:
         from qiskit.circuit.classical import expr
 
         if isinstance(condition, expr.Expr):
-            simple = _simple_equality(condition)
+            simple = simple_equality(condition)
             if simple is None:
                 return self.expression_controls(condition, cmap_bits, where)
             condition = simple
@@ -301,7 +289,7 @@ class _Lowering:
         holds, or where it fails after an X) and the condition is ``flag == 1``."""
         from qiskit.circuit.library import CXGate, XGate
 
-        bits = _expression_bits(condition, where)
+        bits = expression_bits(condition, where)
         source = {bit: self.sources[cmap_bits[bit]] for bit in bits}
         wires = sorted({w for w in source.values() if w is not None})
         if len(wires) > MAX_EXPRESSION_QUBITS:
@@ -366,7 +354,25 @@ class _Lowering:
         self.walk(false_body, qubits, clbits, sorted([*controls, (flag, 0)]), top=False)
 
 
-def _simple_equality(condition):
+def later_uses(qc) -> tuple[list[frozenset[int]], list[frozenset[int]]]:
+    """Per top-level position of ``qc``: the qubits and the clbits some later instruction
+    uses (barrier, delay and measure aside). A measurement of a qubit outside the first is
+    final; a clbit outside the second is never read again."""
+    used_later: list[frozenset[int]] = [frozenset()] * len(qc.data)
+    read_later: list[frozenset[int]] = [frozenset()] * len(qc.data)
+    seen: set[int] = set()
+    read: set[int] = set()
+    for pos in range(len(qc.data) - 1, -1, -1):
+        used_later[pos] = frozenset(seen)
+        read_later[pos] = frozenset(read)
+        inst = qc.data[pos]
+        if inst.operation.name not in (*_SKIPPED, "measure"):
+            seen.update(qc.find_bit(q).index for q in inst.qubits)
+            read.update(qc.find_bit(c).index for c in inst.clbits)
+    return used_later, read_later
+
+
+def simple_equality(condition):
     """``(clbit or register, value)`` for ``expr.equal(clbit or register, value)`` (either
     way round) or a bare clbit (``(clbit, True)``), else ``None``."""
     from qiskit.circuit import ClassicalRegister, Clbit
@@ -393,7 +399,7 @@ def _unsupported_node(node, where: str) -> UnsupportedInstructionError:
     )
 
 
-def _expression_bits(condition, where: str) -> list:
+def expression_bits(condition, where: str = "a condition") -> list:
     """The clbits a classical expression reads, in first-use order."""
     from qiskit.circuit import ClassicalRegister, Clbit
     from qiskit.circuit.classical import expr
@@ -499,7 +505,7 @@ def _condition_bits(op, where: str) -> list:
     from qiskit.circuit.classical import expr
 
     if isinstance(op.condition, expr.Expr):
-        return _expression_bits(op.condition, where)
+        return expression_bits(op.condition, where)
     target = op.condition[0] if isinstance(op.condition, tuple) else None
     if isinstance(target, Clbit):
         return [target]

@@ -47,7 +47,13 @@ import numpy as np
 
 from ..errors import ExecutionError, UnsupportedInstructionError
 from ..frontends.qiskit_circuit import expansion_of, from_qiskit, permutation_pattern
-from .dynamic import MAX_EXPRESSION_QUBITS, expression_truth
+from .dynamic import (
+    MAX_EXPRESSION_QUBITS,
+    expression_bits,
+    expression_truth,
+    later_uses,
+    simple_equality,
+)
 
 #: set False to evaluate every dynamic circuit on its lowered (deferred-measurement) form
 ENABLED = True
@@ -92,19 +98,7 @@ class _Compiler:
         #: whether the lowered circuit may be Clifford (no gate with two classical
         #: controls or more, no measurement or reset inside a condition)
         self.maybe_clifford = True
-        used_later: list[frozenset[int]] = [frozenset()] * len(qc.data)
-        read_later: list[frozenset[int]] = [frozenset()] * len(qc.data)
-        seen: set[int] = set()
-        read: set[int] = set()
-        for pos in range(len(qc.data) - 1, -1, -1):
-            used_later[pos] = frozenset(seen)
-            read_later[pos] = frozenset(read)
-            inst = qc.data[pos]
-            if inst.operation.name not in (*_SKIPPED, "measure"):
-                seen.update(qc.find_bit(q).index for q in inst.qubits)
-                read.update(qc.find_bit(c).index for c in inst.clbits)
-        self.used_later = used_later
-        self.read_later = read_later
+        self.used_later, self.read_later = later_uses(qc)
 
     def fresh(self) -> int:
         self.wires += 1
@@ -212,7 +206,7 @@ class _Compiler:
         from qiskit.circuit.classical import expr
 
         if isinstance(condition, expr.Expr):
-            simple = _simple_equality(condition)
+            simple = simple_equality(condition)
             if simple is None:
                 return self.expression(condition, bits, where)
             condition = simple
@@ -242,7 +236,7 @@ class _Compiler:
     def expression(self, condition, bits: dict, where: str):
         """A classical expression as the lowering's ``expression_controls``: a sub-cube
         of the wires it reads is their pairs, otherwise a flag wire holds it."""
-        members = _expression_bits(condition)
+        members = expression_bits(condition)
         source = {bit: self.sources[bits[bit]] for bit in members}
         if any(s == _LIVE for s in source.values()):
             raise UnsupportedInstructionError(f"the condition of {where} reads a final bit")
@@ -272,7 +266,7 @@ class _Compiler:
         from qiskit.circuit.classical import expr
 
         if isinstance(op.condition, expr.Expr):
-            members = _expression_bits(op.condition)
+            members = expression_bits(op.condition)
         else:
             from qiskit.circuit import ClassicalRegister
 
@@ -334,40 +328,6 @@ def _standard_names() -> frozenset[str]:
     from qiskit.circuit.library import get_standard_gate_name_mapping
 
     return frozenset(get_standard_gate_name_mapping())
-
-
-def _simple_equality(condition):
-    """``(clbit or register, value)`` for ``expr.equal(clbit or register, value)`` or a bare
-    clbit, else ``None`` (as the lowering reads them)."""
-    from qiskit.circuit import ClassicalRegister, Clbit
-    from qiskit.circuit.classical import expr
-
-    if isinstance(condition, expr.Var) and isinstance(condition.var, Clbit):
-        return condition.var, True
-    if not (isinstance(condition, expr.Binary) and condition.op is expr.Binary.Op.EQUAL):
-        return None
-    for var, value in ((condition.left, condition.right), (condition.right, condition.left)):
-        if (isinstance(var, expr.Var) and isinstance(var.var, (Clbit, ClassicalRegister))
-                and isinstance(value, expr.Value)):
-            return var.var, value.value
-    return None
-
-
-def _expression_bits(condition) -> list:
-    """The clbits a classical expression reads, in first-use order."""
-    from qiskit.circuit import ClassicalRegister, Clbit
-    from qiskit.circuit.classical import expr
-
-    bits: dict = {}
-    for var in expr.iter_vars(condition):
-        if isinstance(var.var, Clbit):
-            bits.setdefault(var.var, None)
-        elif isinstance(var.var, ClassicalRegister):
-            for bit in var.var:
-                bits.setdefault(bit, None)
-        else:
-            raise UnsupportedInstructionError("a classical variable in a condition")
-    return list(bits)
 
 
 class _Program:
