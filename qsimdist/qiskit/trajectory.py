@@ -65,7 +65,7 @@ WORK_STATES = 4
 #: most bytes of states kept between branch prefixes
 CACHE_BYTES = 512 << 20
 #: under the default memory limit, states this small are taken without reading the
-#: memory available (two reads of /proc/meminfo cost 8 ms, a 17-qubit run 100 ms)
+#: memory available (two reads of the host's memory counters cost 8 ms, a 17-qubit run 100 ms)
 UNCHECKED_BYTES = 64 << 20
 #: fused gates of the segments act on at most this many qubits
 FUSION_WIDTH = 4
