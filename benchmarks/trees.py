@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 from qsimdist.errors import InvalidInputError
+
 from .distribution import PLANS
 
 TREES = PLANS / "trees"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -44,9 +44,9 @@ from .errors import BitstringError, InvalidInputError, PlanError, PlanFormatErro
 from .frontends import amplitude_network, load, parse_bitstring
 from .network import Network
 from .planner.path import PathOptions
-from .progress import Progress
 from .planner.plan import Plan, make_plan
 from .planner.simplify import DEFAULT_SEQUENCE
+from .progress import Progress
 
 #: the route's record (kept under its first name for callers of 0.1)
 RouteChoice = Route

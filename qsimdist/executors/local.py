@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Callable
 from contextlib import contextmanager
 
 import numpy as np

@@ -153,9 +153,9 @@ def measure_local_costs(quick: bool = False, repeats: int | None = None) -> cost
     - ``call``: one inner GEMM of a broadcast ``numpy.matmul`` of 2 x 2 matrices
       (the time per matrix of 4,096 of them);
     - ``flop`` and ``gemm_half``: a large square GEMM and five thin ones
-      (:data:`_THIN_SHAPES`, each in a broadcast batch as plans run them), fitted to the model :meth:`LocalCosts.gemm_seconds`
-      prices with (``flop`` per real FLOP at full efficiency, ``gemm_half`` the
-      extent at which one dimension halves it);
+      (:data:`_THIN_SHAPES`, each in a broadcast batch as plans run them), fitted to
+      the model :meth:`LocalCosts.gemm_seconds` prices with (``flop`` per real FLOP at
+      full efficiency, ``gemm_half`` the extent at which one dimension halves it);
     - ``copy_byte``: a contiguous copy, seconds per byte of the array;
     - ``permute_byte``: a copy reversing the axes of a ``(2,) * 22`` tensor (runs of one
       element), seconds per byte.
