@@ -79,7 +79,12 @@ def spread_term_values(engine, circuit: GateCircuit,
     values = np.empty(len(terms), dtype=np.float64)
     for idx, vals, _ in every:
         values[idx] = vals
-    engine.stats.spread_terms += len(terms)
+    st = engine.stats
+    st.spread_terms += len(terms)
+    st.terms += len(terms)
+    st.trivial_terms += sum(1 for t in terms if not t.qubits)
+    engine.route = {"method": "spread", "reason": "at least one term per rank: each rank "
+                    "valued its share in one process", "executor": "mpi", "ranks": size}
     return values
 
 
