@@ -291,3 +291,58 @@ def test_unsupported_expression_node_is_named():
         message = str(info.value)
         assert "node Binary.ADD" in message and "supported: Var" in message
         assert "'if_else' at position" in message and "\n" not in message
+
+
+# ------------------------------------------------ expression truth tables, array and scalar
+def _truth_cases(m):
+    """(expression, its value for the register value ``a``, written out in Python)."""
+    return [
+        (expr.lift(m[0]), lambda a: bool(a & 1)),
+        (expr.bit_xor(m[0], m[1]), lambda a: bool((a ^ (a >> 1)) & 1)),
+        (expr.equal(m, 3), lambda a: a == 3),
+        (expr.logic_and(m[0], expr.bit_not(m[1])), lambda a: bool(a & 1) and not a & 2),
+        (expr.logic_or(expr.logic_not(m[2]), m[1]), lambda a: not a & 4 or bool(a & 2)),
+        (expr.less(m, 5), lambda a: a < 5),
+        (expr.greater_equal(m, 2), lambda a: a >= 2),
+        (expr.not_equal(expr.bit_and(m, 5), 0), lambda a: (a & 5) != 0),
+        (expr.equal(expr.bit_or(m, 1), 7), lambda a: (a | 1) == 7),
+        (expr.equal(expr.bit_not(m), 2), lambda a: (~a & 7) == 2),
+        (expr.equal(expr.shift_left(m, 2), 4), lambda a: ((a << 2) & 7) == 4),
+        (expr.equal(expr.shift_right(m, 1), 1), lambda a: (a >> 1) == 1),
+        (expr.equal(expr.shift_left(m, 70), 0), lambda a: True),
+        (expr.index(m, 2), lambda a: bool(a >> 2 & 1)),
+        (expr.equal(m[1], True), lambda a: bool(a & 2)),
+    ]
+
+
+@pytest.mark.parametrize("scalar", [False, True], ids=["arrays", "python-ints"])
+def test_expression_truth_tables_match_python(monkeypatch, scalar):
+    """Every supported node's truth table over all assignments, on int64 arrays (the
+    default) and on Python integers (what a register wider than 62 bits takes), against
+    the same expression written out in Python."""
+    from qsimdist.qiskit import dynamic
+
+    if scalar:
+        monkeypatch.setattr(dynamic, "_ARRAY_BITS", 0)
+    m = ClassicalRegister(3, "m")
+    wires = [10, 11, 12]
+    for e, want in _truth_cases(m):
+        got = dynamic.expression_truth(e, list(m), wires, wires, "a test")
+        assert got == [want(a) for a in range(8)], e
+    # a bit never written reads 0: m[2] fixed at 0, wires for m[0], m[1]
+    for e, want in _truth_cases(m):
+        got = dynamic.expression_truth(e, list(m), [10, 11, None], [10, 11], "a test")
+        assert got == [want(a) for a in range(4)], e
+
+
+def test_wide_register_expressions_use_python_integers():
+    """A 70-bit register's value passes int64: its expression is evaluated on Python
+    integers and still exact."""
+    from qsimdist.qiskit import dynamic
+
+    wide = ClassicalRegister(70, "w")
+    e = expr.equal(wide, (1 << 69) | 1)
+    assert dynamic._widest(e) == 70
+    sources = [0] + [None] * 68 + [1]  # bit 0 reads wire 0, bit 69 wire 1
+    assert dynamic.expression_truth(e, list(wide), sources, [0, 1], "a test") == [
+        False, False, False, True]

@@ -48,6 +48,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..errors import UnsupportedInstructionError, shorten
 from ..frontends.qiskit_circuit import expansion_of, permutation_pattern
 
@@ -423,20 +425,70 @@ def expression_truth(condition, bits: list, sources: list, wires: list[int],
     (wire ``wires[i]`` holds bit ``i`` of ``a``); clbit ``bits[j]`` reads the wire
     ``sources[j]`` (``None``: never written, reads 0).
 
+    The expression is evaluated once on arrays holding every assignment (one entry
+    per ``a``); one whose integers may pass 62 bits is evaluated per assignment on
+    Python integers instead.
+
     Raises:
         UnsupportedInstructionError: a node outside :data:`SUPPORTED_EXPRESSIONS`.
     """
     position = {w: i for i, w in enumerate(wires)}
+    count = 1 << len(wires)
+    if _widest(condition) <= _ARRAY_BITS:
+        a = np.arange(count, dtype=np.int64)
+        zero = np.zeros(count, dtype=np.int64)
+        value_of = {bit: zero if w is None else (a >> position[w]) & 1
+                    for bit, w in zip(bits, sources)}
+        value = _evaluate(condition, value_of, where)
+        return np.broadcast_to(np.asarray(value) != 0, (count,)).tolist()
     out = []
-    for a in range(1 << len(wires)):
+    for a in range(count):
         value_of = {bit: 0 if w is None else a >> position[w] & 1
                     for bit, w in zip(bits, sources)}
         out.append(bool(_evaluate(condition, value_of, where)))
     return out
 
 
+#: integer widths evaluated on int64 arrays (wider ones on Python integers)
+_ARRAY_BITS = 62
+
+
+def _widest(node) -> int:
+    """The most bits any integer of a classical expression may hold (its registers and
+    unsigned types)."""
+    from qiskit.circuit import ClassicalRegister
+    from qiskit.circuit.classical import expr, types
+
+    widest = 1
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        ty = getattr(x, "type", None)
+        if isinstance(ty, types.Uint):
+            widest = max(widest, ty.width)
+        if isinstance(x, expr.Var) and isinstance(x.var, ClassicalRegister):
+            widest = max(widest, len(x.var))
+        for name in ("operand", "left", "right", "target", "index"):
+            child = getattr(x, name, None)
+            if isinstance(child, expr.Expr):
+                stack.append(child)
+    return widest
+
+
+def _truth(x):
+    """``x`` as a truth value: a bool, or a bool array entry by entry."""
+    return np.asarray(x) != 0 if isinstance(x, np.ndarray) else bool(x)
+
+
+def _integer(x):
+    """``x`` as an integer: an int, or an int64 array entry by entry."""
+    return x.astype(np.int64) if isinstance(x, np.ndarray) else int(x)
+
+
 def _evaluate(node, value_of: dict, where: str):
-    """A classical expression's value (bool, or int for a uint) with the clbits' values."""
+    """A classical expression's value (a truth value, or an integer for a uint) with the
+    clbits' values; each value is a scalar or an array of them, entry by entry (numpy's
+    operators and logical functions act alike on both)."""
     from qiskit.circuit import ClassicalRegister, Clbit
     from qiskit.circuit.classical import expr, types
 
@@ -450,9 +502,9 @@ def _evaluate(node, value_of: dict, where: str):
     if isinstance(node, expr.Var):
         target = node.var
         if isinstance(target, Clbit):
-            return bool(value_of[target])
+            return _truth(value_of[target])
         if isinstance(target, ClassicalRegister):
-            return sum(value_of[bit] << k for k, bit in enumerate(target))
+            return sum(_integer(value_of[bit]) << k for k, bit in enumerate(target))
         raise _unsupported_node(node, where)
     if isinstance(node, expr.Value):
         width_mask(node.type)
@@ -460,44 +512,62 @@ def _evaluate(node, value_of: dict, where: str):
     if isinstance(node, expr.Cast):
         x = _evaluate(node.operand, value_of, where)
         mask = width_mask(node.type)
-        return bool(x) if mask is None else int(x) & mask
+        return _truth(x) if mask is None else _integer(x) & mask
     if isinstance(node, expr.Index):
         target = _evaluate(node.target, value_of, where)
         index = _evaluate(node.index, value_of, where)
-        if isinstance(target, bool):
+        if isinstance(target, bool) or (isinstance(target, np.ndarray)
+                                        and target.dtype == bool):
             raise _unsupported_node(node, where)
-        return bool(int(target) >> int(index) & 1)
+        return _truth(_integer(target) >> _integer(index) & 1)
     if isinstance(node, expr.Unary):
         x = _evaluate(node.operand, value_of, where)
         if node.op is expr.Unary.Op.LOGIC_NOT:
-            return not x
+            return _not(x)
         if node.op is expr.Unary.Op.BIT_NOT:
             mask = width_mask(node.type)
-            return (not x) if mask is None else ~int(x) & mask
+            return _not(x) if mask is None else ~_integer(x) & mask
         raise _unsupported_node(node, where)
     if isinstance(node, expr.Binary):
         ops = expr.Binary.Op
-        if node.op is ops.LOGIC_AND:
-            return bool(_evaluate(node.left, value_of, where)) and bool(
-                _evaluate(node.right, value_of, where))
-        if node.op is ops.LOGIC_OR:
-            return bool(_evaluate(node.left, value_of, where)) or bool(
-                _evaluate(node.right, value_of, where))
         a = _evaluate(node.left, value_of, where)
         b = _evaluate(node.right, value_of, where)
+        if node.op is ops.LOGIC_AND:
+            return _truth(a) & _truth(b)
+        if node.op is ops.LOGIC_OR:
+            return _truth(a) | _truth(b)
         if node.op in (ops.BIT_AND, ops.BIT_OR, ops.BIT_XOR):
-            a, b = int(a), int(b)
+            a, b = _integer(a), _integer(b)
             v = a & b if node.op is ops.BIT_AND else a | b if node.op is ops.BIT_OR else a ^ b
-            return v if width_mask(node.type) is not None else bool(v)
-        compare = {ops.EQUAL: a == b, ops.NOT_EQUAL: a != b, ops.LESS: a < b,
-                   ops.LESS_EQUAL: a <= b, ops.GREATER: a > b, ops.GREATER_EQUAL: a >= b}
+            return v if width_mask(node.type) is not None else _truth(v)
+        if not isinstance(a, np.ndarray) and isinstance(a, bool) != isinstance(b, bool):
+            a, b = _integer(a), _integer(b)
+        compare = {ops.EQUAL: np.equal, ops.NOT_EQUAL: np.not_equal, ops.LESS: np.less,
+                   ops.LESS_EQUAL: np.less_equal, ops.GREATER: np.greater,
+                   ops.GREATER_EQUAL: np.greater_equal}
         if node.op in compare:
-            return compare[node.op]
+            v = compare[node.op](a, b)
+            return v if isinstance(v, np.ndarray) else bool(v)
         if node.op is ops.SHIFT_LEFT:
-            return int(a) << int(b) & width_mask(node.type)
+            return _shift(_integer(a), _integer(b), left=True) & width_mask(node.type)
         if node.op is ops.SHIFT_RIGHT:
-            return int(a) >> int(b)
+            return _shift(_integer(a), _integer(b), left=False)
     raise _unsupported_node(node, where)
+
+
+def _shift(a, b, left: bool):
+    """``a << b`` or ``a >> b`` (``a`` non-negative); on arrays a shift past
+    :data:`_ARRAY_BITS` gives 0, as it does on Python integers once masked."""
+    if not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray):
+        return a << b if left else a >> b
+    b = np.asarray(b)
+    short = np.minimum(b, _ARRAY_BITS)
+    return np.where(b > _ARRAY_BITS, 0, a << short if left else a >> short)
+
+
+def _not(x):
+    """Logical not of a truth value or of each entry of a bool array."""
+    return ~_truth(x) if isinstance(x, np.ndarray) else not x
 
 
 def _condition_bits(op, where: str) -> list:
