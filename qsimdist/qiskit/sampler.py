@@ -32,7 +32,7 @@ from qiskit.primitives import BaseSamplerV2, BitArray
 
 from ..config import reorder_bits
 from ..engine.contractor import Contractor
-from ..engine.sampling import METHODS, sample_bits
+from ..engine.sampling import METHODS, SampleInfo, sample_bits
 from ..errors import InvalidInputError, shorten
 from .dynamic import LoweredCircuit, lower_circuit
 from .errors import qiskit_errors
@@ -208,12 +208,13 @@ class SamplerV2(BaseSamplerV2):
         from ..engine.amplitudes import run_amplitudes
 
         gc, lowered, measured, bits = drawn.circuit, drawn.lowered, drawn.measured, drawn.bits
-        n = gc.n_qubits
-        if lowered.dynamic or measured != list(range(n)):
+        dynamic = lowered is None or lowered.dynamic  # None: sampled as trajectories
+        n = drawn.qubits
+        if dynamic or measured != list(range(n)):
             raise InvalidInputError(
                 "return_amplitudes needs a circuit whose every qubit is measured once at the "
                 f"end (measured {len(measured)} of {n} qubits"
-                f"{', with mid-circuit measurement or reset' if lowered.dynamic else ''}); "
+                f"{', with mid-circuit measurement or reset' if dynamic else ''}); "
                 "an amplitude of a partial or non-unitary measurement is undefined"
             )
         rows = np.unique(bits, axis=0)
@@ -229,10 +230,11 @@ class DrawnSample:
     Attributes:
         clbits: ``shots x num_clbits`` uint8; column ``j`` is clbit ``j``.
         info: the sampling method and its predicted cost.
-        circuit: the unitary (lowered) circuit as a GateCircuit.
-        lowered: the deferred-measurement rewriting.
-        measured: the qubits of ``circuit`` sampled, in the columns of ``bits``.
-        bits: ``shots x len(measured)`` uint8.
+        circuit: the unitary (lowered) circuit as a GateCircuit (``None``: drawn as
+            trajectories, :mod:`qsimdist.qiskit.trajectory_sampling`).
+        lowered: the deferred-measurement rewriting (``None`` likewise).
+        measured: the qubits finally measured (of ``circuit`` where there is one).
+        bits: ``shots x len(measured)`` uint8 (``None`` for trajectories).
     """
 
     clbits: np.ndarray
@@ -240,7 +242,12 @@ class DrawnSample:
     circuit: object
     lowered: object
     measured: list[int]
-    bits: np.ndarray
+    bits: np.ndarray | None
+
+    @property
+    def qubits(self) -> int:
+        """The sampled circuit's qubits (the lowered one's where there is one)."""
+        return self.circuit.n_qubits if self.circuit is not None else self.info.light_cone_qubits
 
 
 def _lowered_template(circuit, pub) -> LoweredCircuit | None:
@@ -261,12 +268,36 @@ def sample_circuit(circuit, shots: int, rng: np.random.Generator, contractor: Co
                    method: str = "auto") -> DrawnSample:
     """Draw ``shots`` values of every clbit of a bound Qiskit circuit (dynamic ones included).
 
-    ``circuit`` may also be a :class:`LoweredCircuit` already (bound).
+    ``circuit`` may also be a :class:`LoweredCircuit` already (bound). A dynamic circuit
+    given as a Qiskit circuit is first tried as a tree of trajectories on its own qubits
+    (:mod:`qsimdist.qiskit.trajectory_sampling`), where that is predicted cheaper than
+    its lowered form.
     """
     from ..frontends.qiskit_circuit import from_qiskit
+    from . import trajectory_sampling
 
-    lowered = circuit if isinstance(circuit, LoweredCircuit) else lower_circuit(circuit)
-    gc = from_qiskit(lowered.circuit)
+    lowered = circuit if isinstance(circuit, LoweredCircuit) else None
+    made: dict = {}
+
+    def lowered_gc():
+        if "gc" not in made:
+            made["lowered"] = lowered or lower_circuit(circuit)
+            made["gc"] = from_qiskit(made["lowered"].circuit)
+        return made["lowered"], made["gc"]
+
+    if lowered is None and trajectory_sampling.trajectory_sampler_for(contractor, method,
+                                                                      circuit):
+        def is_clifford() -> bool:
+            from ..engine.stabilizer import to_stabilizer
+
+            return to_stabilizer(lowered_gc()[1]) is not None
+
+        tree = trajectory_sampling.sample_tree(circuit, shots, rng, contractor, is_clifford)
+        if tree is not None:
+            info = SampleInfo("trajectory", len(tree.measured), tree.qubits,
+                              extra={"route": tree.route, "dynamic": True, "ancillas": 0})
+            return DrawnSample(tree.clbits, info, None, None, tree.measured, None)
+    lowered, gc = lowered_gc()
     sources = lowered.clbit_sources
     measured = sorted({q for q in sources if q is not None})
     bits, info, _ = sample_bits(gc, measured, shots, rng, contractor, method)

@@ -99,6 +99,11 @@ class _Compiler:
         #: controls or more, no measurement or reset inside a condition)
         self.maybe_clifford = True
         self.used_later, self.read_later = later_uses(qc)
+        #: clbit -> the qubit a final measurement writes it from (source :data:`_LIVE`)
+        self.finals: dict[int, int] = {}
+        #: branch points the lowering keeps on their own qubit (a final measurement whose
+        #: bit a later condition reads): wires that are no ancilla there
+        self.in_place = 0
 
     def fresh(self) -> int:
         self.wires += 1
@@ -149,7 +154,10 @@ class _Compiler:
                 final = top and not controls and logical not in self.used_later[pos]
                 if final and clbit not in self.read_later[pos]:
                     self.sources[clbit] = _LIVE
+                    self.finals[clbit] = logical
                     continue
+                self.in_place += int(final)
+                self.finals.pop(clbit, None)
                 old = self.sources[clbit]
                 if controls:
                     self.maybe_clifford = False
@@ -344,6 +352,10 @@ class _Program:
             :func:`qsimdist.executors.statevector.simulate`) where ``ops`` begins with one
             without controls, else ``None``.
         wires: classical wires.
+        sources: per clbit, the wire holding its value, ``None`` (never written: 0) or
+            :data:`_LIVE` (a final measurement: ``finals`` names its qubit).
+        finals: clbit -> the qubit its final measurement reads.
+        lowered_qubits: the qubits of the deferred-measurement circuit.
         branches: branch points (measurements and resets), in order.
         maybe_clifford: whether the lowered circuit may be Clifford.
         gate_lists: the unfused gates of each segment (for that check).
@@ -357,6 +369,11 @@ class _Program:
         self.wires = compiler.wires
         self.branches = compiler.branches
         self.maybe_clifford = compiler.maybe_clifford
+        self.sources = list(compiler.sources)
+        self.finals = dict(compiler.finals)
+        #: qubits of the lowered (deferred-measurement) circuit: one more per wire that
+        #: is not kept on its own qubit
+        self.lowered_qubits = self.n + self.wires - compiler.in_place
         self.segments: list[list[tuple]] = []
         self.gate_lists: list[tuple[int, list]] = []
         self.first = None
