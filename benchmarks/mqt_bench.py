@@ -29,6 +29,13 @@ Run (from a source checkout)::
 
 Prints each row, then per size the median of qsimdist/Aer per primitive, the worst
 ratios and every call over 3x Aer's (unless within 50 ms of it).
+
+``--aer-timeout S`` first runs Aer once on each circuit in a child process (its
+statevector, or for a dynamic circuit its sampler and estimator) and, where that has not
+returned in ``S`` seconds, times qsimdist's doors alone (``aer_timeout`` rows: the
+ratio is below ``qsimdist_s / S``; their only check is qsimdist's complex64
+amplitudes against its complex128 ones). 20-qubit Grover searches take Aer's
+statevector more than 25 minutes.
 """
 
 from __future__ import annotations
@@ -284,10 +291,99 @@ def compare(name: str, level: str, size: int, repeats: int, seed: int = 7,
     return rows
 
 
+def _aer_probe(name: str, level: str, size: int, shots: int, queue) -> None:
+    """In a child process: one Aer call on the circuit (its statevector, or for a dynamic
+    circuit its sampler and then its estimator), transpilation included; puts the seconds
+    on ``queue``."""
+    from qiskit import transpile
+    from qiskit_aer import AerSimulator
+    from qiskit_aer.primitives import EstimatorV2 as AerEstimator
+    from qiskit_aer.primitives import SamplerV2 as AerSampler
+
+    qc, _ = make_circuit(name, level, size)
+    t0 = time.perf_counter()
+    sim = AerSimulator(method="statevector")
+    if is_dynamic(qc):
+        measured = transpile(qc, sim, optimization_level=1)
+        AerSampler(seed=7).run([measured], shots=shots).result()
+        obs = [o.apply_layout(measured.layout) for o in observables(qc.num_qubits)]
+        AerEstimator(options={"default_precision": 0.0}).run([(measured, obs)]).result()
+    else:
+        t = transpile(qc.remove_final_measurements(inplace=False), sim, optimization_level=1)
+        t.save_statevector()
+        sim.run(t).result()
+    queue.put(time.perf_counter() - t0)
+
+
+def aer_returns(name: str, level: str, size: int, shots: int, timeout: float) -> bool:
+    """Whether one Aer call on the circuit returns within ``timeout`` seconds (run in a
+    child process, stopped where it does not)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_aer_probe, args=(name, level, size, shots, queue))
+    child.start()
+    child.join(timeout)
+    if child.is_alive():
+        child.terminate()
+        child.join()
+        return False
+    return child.exitcode == 0 and not queue.empty()
+
+
+def qsimdist_alone(name: str, level: str, size: int, repeats: int, timeout: float,
+                   seed: int = 7, dynamic_shots: int = SHOTS) -> list[dict]:
+    """qsimdist's rows where Aer's call did not return in ``timeout`` seconds: warm
+    medians of ``repeats`` calls; amplitudes checked complex64 against complex128."""
+    import qsimdist
+    from qsimdist.qiskit import EstimatorV2, SamplerV2
+
+    qc, used = make_circuit(name, level, size)
+    base = {"name": name, "level": level, "size": size, "used": used,
+            "qubits": qc.num_qubits, "aer_timeout": timeout}
+    dynamic = is_dynamic(qc)
+    base["dynamic"] = dynamic
+    unitary = qc if dynamic else qc.remove_final_measurements(inplace=False)
+    n = qc.num_qubits
+
+    def median_of(fn):
+        timed(fn)
+        return statistics.median(timed(fn)[0] for _ in range(repeats))
+
+    rows = []
+    if not dynamic:
+        rng = np.random.default_rng(seed)
+        bitstrings = [format(int(rng.integers(1 << n)), f"0{n}b") for _ in range(4)]
+        q_s = median_of(lambda: qsimdist.amplitudes(unitary, bitstrings, dtype="complex64"))
+        a64 = np.asarray(qsimdist.amplitudes(unitary, bitstrings, dtype="complex64").amplitudes)
+        a128 = np.asarray(qsimdist.amplitudes(unitary, bitstrings,
+                                              dtype="complex128").amplitudes)
+        err = float(np.max(np.abs(a64 - a128)))
+        rows.append({**base, "primitive": "amplitudes", "qsimdist_alone_s": q_s,
+                     "self_error_c64": err, "ok": err <= TOLERANCE["complex64"]})
+    if qc.num_clbits and measured_qubits(qc):
+        shots = dynamic_shots if dynamic else SHOTS
+        sampler = SamplerV2(seed=seed)
+        q_s = median_of(lambda: sampler.run([qc], shots=shots).result())
+        rows.append({**base, "primitive": "sampler", "qsimdist_alone_s": q_s, "ok": None})
+    estimator = EstimatorV2()
+    obs = observables(n)
+    q_s = median_of(lambda: estimator.run([(unitary, obs)]).result())
+    rows.append({**base, "primitive": "estimator", "qsimdist_alone_s": q_s, "ok": None})
+    return rows
+
+
 def fmt_row(r: dict) -> str:
     head = f"{r['name']:26s} {r['level']:5s} {r.get('used', r['size']):>3} {r['primitive']:10s}"
     if "skipped" in r:
         return f"{head} skipped: {r['skipped']}"
+    if "aer_timeout" in r:
+        check = {True: "ok", False: "WRONG", None: "-"}[r.get("ok")]
+        detail = (f"c64 vs c128 {r['self_error_c64']:.1e}" if "self_error_c64" in r
+                  else "no reference")
+        return (f"{head} qsimdist {r['qsimdist_alone_s'] * 1e3:9.1f} ms  aer > "
+                f"{r['aer_timeout']:g} s (did not return)  {check:5s} {detail}")
     if "refused" in r:
         return f"{head} REFUSED {r['refused']}"
     ratio = r["qsimdist_s"] / max(r["aer_s"], 1e-9)
@@ -321,6 +417,10 @@ def summary(rows: list[dict]) -> str:
             and r["qsimdist_s"] - r["aer_s"] > SLOW_MARGIN_S]
     lines += ["", f"calls over {SLOW_RATIO:g}x Aer's and {SLOW_MARGIN_S * 1e3:g} ms over it: "
               f"{len(slow)}"] + [fmt_row(r) for r in slow]
+    alone = [r for r in rows if "aer_timeout" in r]
+    if alone:
+        lines += ["", f"calls where Aer did not return in time: {len(alone)}"] + [
+            fmt_row(r) for r in alone]
     bad = [r for r in rows if "refused" in r or r.get("ok") is False]
     lines += ["", f"refusals and wrong values: {len(bad)}"] + [fmt_row(r) for r in bad]
     return "\n".join(lines)
@@ -338,6 +438,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dynamic-shots", type=positive_int, default=SHOTS,
                         help="shots of dynamic circuits' sampler rows (Aer runs them shot by "
                              f"shot; default {SHOTS})")
+    parser.add_argument("--aer-timeout", type=float, default=None, metavar="SECONDS",
+                        help="first run Aer once on each circuit in a child process; where "
+                             "it does not return in SECONDS, time qsimdist alone")
     args = parser.parse_args(argv)
     try:
         from mqt.bench.benchmarks import get_available_benchmark_names
@@ -356,8 +459,15 @@ def main(argv: list[str] | None = None) -> int:
         for level in args.levels:
             for name in names:
                 try:
-                    new = compare(name, level, size, args.repeats,
-                                  dynamic_shots=args.dynamic_shots)
+                    if args.aer_timeout and make_circuit(name, level, size)[0] is not None \
+                            and not aer_returns(name, level, size, args.dynamic_shots,
+                                                args.aer_timeout):
+                        new = qsimdist_alone(name, level, size, args.repeats,
+                                             args.aer_timeout,
+                                             dynamic_shots=args.dynamic_shots)
+                    else:
+                        new = compare(name, level, size, args.repeats,
+                                      dynamic_shots=args.dynamic_shots)
                 except Exception as exc:  # noqa: BLE001 - e.g. Aer refusing the circuit
                     new = [{"name": name, "level": level, "size": size, "primitive": "all",
                             "skipped": first_line(exc)}]

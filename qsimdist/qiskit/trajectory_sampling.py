@@ -66,13 +66,28 @@ _NON_UNITARY = frozenset({"reset", "if_else", "box", "while_loop", "for_loop", "
 
 
 def may_be_dynamic(qc) -> bool:
-    """Whether a circuit measures a qubit it then uses, resets or branches (a scan of its
-    top level; ``False`` means certainly not, so nothing is compiled for it)."""
+    """Whether a circuit measures a qubit it then uses, resets or branches (its top
+    level; ``False`` means certainly not, so nothing is compiled for it). Where every
+    measurement is in the circuit's closing run of measurements and barriers, only
+    that run is read."""
+    ops = qc.count_ops()
+    if _NON_UNITARY.intersection(ops):
+        return True
+    total = ops.get("measure", 0)
+    if not total:
+        return False
+    closing = 0
+    for inst in reversed(qc.data):
+        name = inst.operation.name
+        if name == "measure":
+            closing += 1
+        elif name not in ("barrier", "delay"):
+            break
+    if closing == total:
+        return False
     measured: set = set()
     for inst in qc.data:
         name = inst.operation.name
-        if name in _NON_UNITARY:
-            return True
         if name == "measure":
             measured.update(inst.qubits)
         elif name not in ("barrier", "delay") and measured.intersection(inst.qubits):
