@@ -3,7 +3,7 @@
 
 The reference is the exact joint distribution of every clbit, read off the
 deferred-measurement circuit's ``Statevector`` (Qiskit's, complex128); the tree's
-shots must pass a chi-square test against it, as must the lowered route's. The
+shots must pass a chi-square test against it (p > 1e-3), as must the lowered route's. The
 tree's price decides when it runs; here it is forced (``force_tree``) on circuits
 of 3-4 qubits where the lowered route is as cheap, and left to decide on MQT
 Bench's iterative phase estimation, where it wins.
@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from qiskit import ClassicalRegister, QuantumCircuit
 from qiskit.quantum_info import Statevector
-from scipy import stats
 
 from qsimdist.errors import QsimdistError
 from qsimdist.qiskit import SamplerV2
@@ -23,6 +22,7 @@ from qsimdist.qiskit import trajectory_sampling as tree_sampling
 from qsimdist.qiskit.dynamic import lower_circuit
 
 from .test_dynamic_trajectory import CIRCUITS
+from .test_qiskit_sampler import assert_chisquare
 
 SHOTS = 20_000
 
@@ -63,26 +63,13 @@ def drawn(result, qc: QuantumCircuit) -> list[str]:
     return rows
 
 
-def chi_square_p(rows: list[str], probs: dict[str, float]) -> float:
+def chi_square(rows: list[str], probs: dict[str, float]) -> float:
+    """The shots' chi-square p-value against ``probs``, asserted above 1e-3 (and no
+    impossible outcome drawn)."""
     counts: dict[str, int] = {}
     for r in rows:
         counts[r] = counts.get(r, 0) + 1
-    assert set(counts) <= set(probs), set(counts) - set(probs)  # nothing impossible
-    keys = sorted(probs, key=probs.get, reverse=True)
-    observed, expected, rest_o, rest_e = [], [], 0, 0.0
-    for k in keys:
-        e = probs[k] * len(rows)
-        if e >= 5:
-            observed.append(counts.get(k, 0))
-            expected.append(e)
-        else:
-            rest_o += counts.get(k, 0)
-            rest_e += e
-    if rest_e > 0:
-        observed.append(rest_o)
-        expected.append(rest_e)
-    expected = np.asarray(expected) * (sum(observed) / sum(expected))
-    return float(stats.chisquare(observed, expected).pvalue)
+    return assert_chisquare(counts, probs, len(rows))
 
 
 @pytest.fixture
@@ -105,11 +92,11 @@ def test_tree_draws_the_exact_joint_distribution(name, force_tree, monkeypatch):
     route = tree.metadata["sampling"]["route"]
     assert tree.metadata["sampling"]["method"] == "trajectory"
     assert route["leaves"] > 1 and route["qubits"] == qc.num_qubits
-    assert chi_square_p(drawn(tree, qc), probs) > 1e-4
+    chi_square(drawn(tree, qc), probs)
     monkeypatch.setattr(tree_sampling, "ENABLED", False)
     other = sample(qc, dtype="complex128")
     assert other.metadata["sampling"]["method"] != "trajectory"
-    assert chi_square_p(drawn(other, qc), probs) > 1e-4
+    chi_square(drawn(other, qc), probs)
 
 
 def test_same_seed_same_shots_and_held_copies_change_nothing(force_tree, monkeypatch):
@@ -165,7 +152,7 @@ def test_price_picks_the_tree_for_phase_estimation_and_not_for_a_dynamic_qft():
     assert route["lowered_qubits"] == 2 + k_max - 1  # the last measurement is final
     assert route["predicted_seconds"] < route["lowered_predicted_seconds"]
     assert 1 < route["leaves"] < 50
-    assert chi_square_p(drawn(res, iqpe), exact(iqpe)) > 1e-4
+    chi_square(drawn(res, iqpe), exact(iqpe))
 
     qft = QuantumCircuit(6, 6)
     qft.h(range(6))
@@ -178,7 +165,7 @@ def test_price_picks_the_tree_for_phase_estimation_and_not_for_a_dynamic_qft():
                 qft.p(np.pi / 2 ** (j - k), j)
     res = sample(qft, shots=4000, dtype="complex128")
     assert res.metadata["sampling"]["method"] != "trajectory"
-    assert chi_square_p(drawn(res, qft), exact(qft)) > 1e-4
+    chi_square(drawn(res, qft), exact(qft))
 
 
 def test_abandoned_tree_falls_back_to_the_lowered_route(monkeypatch):
@@ -189,7 +176,7 @@ def test_abandoned_tree_falls_back_to_the_lowered_route(monkeypatch):
     qc = with_final(CIRCUITS["clbit_and_reset"]())
     res = sample(qc, dtype="complex128")
     assert res.metadata["sampling"]["method"] != "trajectory"
-    assert chi_square_p(drawn(res, qc), exact(qc)) > 1e-4
+    chi_square(drawn(res, qc), exact(qc))
 
 
 def test_no_tree_for_clifford_or_static_circuits_or_other_methods(force_tree):

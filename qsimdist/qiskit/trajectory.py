@@ -623,6 +623,21 @@ class _Binding:
         return node
 
 
+def compile_program(qc) -> _Program | None:
+    """The trajectory program of a bound circuit, or ``None`` where it cannot be compiled
+    (unbound parameters, loops, ``switch``...: the lowered path accepts it or says why
+    not)."""
+    if qc.parameters:
+        return None
+    try:
+        compiler = _Compiler(qc)
+        compiler.walk(qc, list(range(qc.num_qubits)), list(range(qc.num_clbits)), (),
+                      top=True)
+        return _Program(compiler)
+    except Exception:  # noqa: BLE001 - the lowered path accepts it or says why not
+        return None
+
+
 class Trajectories:
     """The trajectory route of one pub (see the module docstring): :meth:`takes` says
     whether a binding runs here, :meth:`draw` samples an element's branch in the
@@ -656,13 +671,10 @@ class Trajectories:
                  if params.shape else ())
         try:
             bound = params.bind(self.pub.circuit, where)
-            if bound.parameters:
-                return None
-            compiler = _Compiler(bound)
-            compiler.walk(bound, list(range(self.n)), list(range(bound.num_clbits)), (),
-                          top=True)
-            program = _Program(compiler)
         except Exception:  # noqa: BLE001 - the lowered path accepts it or says why not
+            return None
+        program = compile_program(bound)
+        if program is None:
             return None
         if program.may_be_clifford():
             from ..engine.stabilizer import to_stabilizer

@@ -50,7 +50,7 @@ import numpy as np
 
 from ..hardware import costs
 from . import trajectory as _trajectory
-from .trajectory import _GATES, _LIVE, _Binding, _Compiler, _Kept, _Node, _Program
+from .trajectory import _GATES, _LIVE, _Binding, _Kept, _Node, _Program
 
 #: set False to sample every dynamic circuit on its lowered (deferred-measurement) form
 ENABLED = True
@@ -244,16 +244,8 @@ class _Tree:
 def compile_program(qc) -> _Program | None:
     """The trajectory program of a bound circuit, or ``None`` where it cannot be compiled
     or has no branch point (the lowered path accepts it or says why not)."""
-    if qc.parameters:
-        return None
-    try:
-        compiler = _Compiler(qc)
-        compiler.walk(qc, list(range(qc.num_qubits)), list(range(qc.num_clbits)), (),
-                      top=True)
-        program = _Program(compiler)
-    except Exception:  # noqa: BLE001 - the lowered path accepts it or says why not
-        return None
-    return program if program.branches else None
+    program = _trajectory.compile_program(qc)
+    return program if program is not None and program.branches else None
 
 
 def trajectory_sampler_for(contractor, method: str, qc) -> bool:
