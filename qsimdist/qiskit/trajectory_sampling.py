@@ -271,6 +271,8 @@ def sample_tree(qc, shots: int, rng: np.random.Generator, contractor,
     only of programs that may be). Consumes one number of ``rng`` once the tree is tried."""
     import time
 
+    if shots <= 0:
+        return None
     t0 = time.perf_counter()
     program = compile_program(qc)
     if program is None:
