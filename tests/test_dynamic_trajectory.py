@@ -92,7 +92,33 @@ def nested_conditions() -> QuantumCircuit:
     return qc
 
 
+def measured_for_good() -> QuantumCircuit:
+    """Qubits 0 and 1 measured and never used again (they leave the trajectory's state),
+    qubit 0 measured again into a bit a condition reads (the same outcome, for certain)."""
+    qc = QuantumCircuit(4, 3)
+    qc.h(0)
+    qc.ry(0.8, 1)
+    qc.cx(0, 1)
+    qc.ry(1.3, 2)
+    qc.cx(1, 2)
+    qc.t(2)
+    qc.measure(0, 0)
+    with qc.if_test((qc.clbits[0], 1)):
+        qc.ry(0.4, 3)
+        qc.h(1)
+    qc.measure(1, 1)
+    with qc.if_test((qc.clbits[1], 0)):
+        qc.rx(0.7, 2)
+    qc.measure(0, 2)
+    with qc.if_test((qc.clbits[2], 1)):
+        qc.x(3)
+    qc.cx(2, 3)
+    qc.ry(0.2, 3)
+    return qc
+
+
 CIRCUITS = {"clbit_and_reset": clbit_and_reset,
+            "measured_for_good": measured_for_good,
             "register_and_expressions": register_and_expressions,
             "nested_conditions": nested_conditions}
 

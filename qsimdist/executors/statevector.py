@@ -510,6 +510,39 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
     return out
 
 
+def apply_gates(state: np.ndarray, n_qubits: int, gates: Iterable[tuple],
+                spare: np.ndarray | None = None, one_blas_thread: bool = True,
+                ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Apply prepared gates to a flat state (Qiskit's order) with numpy's GEMMs, as
+    :func:`simulate`'s numpy kernel does (at most one copy and one GEMM per dense gate).
+
+    Each gate is ``(kind, entries, qubits, controls, ctrl_state)``: kind ``"dense"``
+    (``entries`` its matrix, big-endian over ``qubits``), ``"diagonal"`` (its diagonal)
+    or ``"controlled"`` (the target's matrix on ``qubits[controls:]``, applied where
+    ``qubits[:controls]`` hold ``ctrl_state``), in the state's dtype. ``spare``: a buffer
+    of the state's size and dtype to work in (``None``: made when needed).
+    ``one_blas_thread``: limit BLAS to one thread here (``False`` where the caller
+    holds :func:`blas_threads` around many calls: setting it costs tens of µs).
+
+    Returns ``(result, other)``: the state after the gates (``state`` or ``spare``) and
+    the other buffer (``None`` where none was made), for the next call's ``spare``.
+    ``state`` is not to be read again unless it is the result.
+    """
+    st = _State.__new__(_State)  # the tracked layout over the caller's buffers
+    st.n, st.buf, st.spare = n_qubits, state, spare
+    st.held = list(range(n_qubits - 1, -1, -1))
+    with blas_threads(1) if one_blas_thread else contextlib.nullcontext():
+        for kind, entries, qubits, controls, ctrl_state in gates:
+            if kind == "controlled":
+                st.controlled(entries, qubits, controls, ctrl_state, _is_diagonal(entries))
+            elif kind == "diagonal":
+                st.diagonal(entries, qubits)
+            else:
+                st.dense(entries, qubits)
+    out = st.canonical()
+    return out, st.spare
+
+
 def compiled_kernel_runs(n_qubits: int, widest: int) -> bool:
     """Whether ``simulate(kernel="auto")`` takes the compiled kernel for ``n_qubits`` and
     gates of at most ``widest`` qubits."""

@@ -46,6 +46,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..errors import ExecutionError, UnsupportedInstructionError
+from ..executors.statevector import apply_gates, blas_threads
 from ..frontends.qiskit_circuit import expansion_of, from_qiskit, permutation_pattern
 from .dynamic import (
     MAX_EXPRESSION_QUBITS,
@@ -165,7 +166,9 @@ class _Compiler:
                         raise UnsupportedInstructionError(f"{where} rewrites a final bit")
                 new = self.fresh()
                 self.flush()
-                self.ops.append((_MEASURE, logical, new, controls, old))
+                # a qubit nothing uses after this measurement leaves the state (its value
+                # is the outcome): the trajectory's state halves
+                self.ops.append((_MEASURE, logical, new, controls, old, final))
                 self.sources[clbit] = new
                 self.branches += 1
                 continue
@@ -344,7 +347,8 @@ class _Program:
     Attributes:
         n: qubits.
         ops: ``(_GATES, controls, segment)``, ``(_MEASURE, qubit, wire, controls, old
-            wire)``, ``(_RESET, qubit, wire, controls)``, ``(_FLAG_ALL, wire, controls)``
+            wire, drop)`` (``drop``: no later instruction but a measurement uses the qubit,
+            so it leaves the state once measured), ``(_RESET, qubit, wire, controls)``, ``(_FLAG_ALL, wire, controls)``
             or ``(_FLAG_TABLE, wire, wires, truth)``; ``controls`` are ``(wire, value)``
             pairs that must all hold.
         segments: per segment, its fused gates (:func:`_prepared`).
@@ -433,27 +437,6 @@ def _prepared(g, diagonal: bool) -> tuple:
     return ("dense", mat, tuple(g.qubits), 0, ())
 
 
-def _apply(state: np.ndarray, n: int, gate: tuple) -> None:
-    """Apply one prepared gate to the flat state (Qiskit's order) in place."""
-    kind, mat, qubits, controls, ctrl_state = gate
-    t = state.reshape((2,) * n)  # axis a holds qubit n-1-a
-    if controls:
-        index: list = [slice(None)] * n
-        for q, bit in zip(qubits[:controls], ctrl_state):
-            index[n - 1 - q] = bit
-        t = t[tuple(index)]
-        rest = [a for a in range(n) if not isinstance(index[a], int)]
-        axes = [rest.index(n - 1 - q) for q in qubits[controls:]]
-    else:
-        axes = [n - 1 - q for q in qubits]
-    k = len(axes)
-    view = np.moveaxis(t, axes, list(range(k)))
-    if kind == "diagonal":
-        view *= mat.reshape((2,) * k + (1,) * (view.ndim - k))
-        return
-    view[...] = (mat @ view.reshape(1 << k, -1)).reshape(view.shape)
-
-
 def _halves(state: np.ndarray, n: int, q: int) -> np.ndarray:
     """The state as ``(2^(n-1-q), 2, 2^q)``: ``[:, b, :]`` holds the amplitudes with qubit
     ``q`` at ``b``."""
@@ -475,15 +458,41 @@ def _half_norms(state: np.ndarray, n: int, q: int) -> tuple[float, float]:
 
 
 class _Node:
-    """A trajectory at a branch point: the state, the next op and the classical wires."""
+    """A trajectory at a branch point: the state, the next op and the classical wires.
 
-    __slots__ = ("state", "pos", "wires")
+    ``dropped`` maps each qubit measured for the last time to its outcome: it has left
+    the state, which holds the others (``alive``, ascending; bit ``i`` of the state's
+    index is qubit ``alive[i]``, at position ``where[alive[i]] = i``)."""
 
-    def __init__(self, state: np.ndarray, pos: int, wires: list[int]) -> None:
+    __slots__ = ("state", "pos", "wires", "dropped", "alive", "where")
+
+    def __init__(self, state: np.ndarray, pos: int, wires: list[int],
+                 dropped: dict | None = None, alive: tuple = ()) -> None:
         self.state, self.pos, self.wires = state, pos, wires
+        self.dropped = dropped or {}
+        self.alive = alive
+        self.where = {q: i for i, q in enumerate(alive)} if self.dropped else None
+
+    @property
+    def width(self) -> int:
+        """The state's qubits."""
+        return int(self.state.size).bit_length() - 1
+
+    def position(self, q: int) -> int:
+        return q if self.where is None else self.where[q]
+
+    def drop(self, q: int, bit: int, rest: np.ndarray, n: int) -> None:
+        """Qubit ``q`` leaves with value ``bit``; ``rest`` is the state of the others."""
+        if not self.dropped:
+            self.alive = tuple(range(n))
+        self.dropped[q] = bit
+        self.alive = tuple(x for x in self.alive if x != q)
+        self.where = {x: i for i, x in enumerate(self.alive)}
+        self.state = rest
 
     def copy(self) -> _Node:
-        return _Node(self.state.copy(), self.pos, list(self.wires))
+        return _Node(self.state.copy(), self.pos, list(self.wires), dict(self.dropped),
+                     self.alive)
 
 
 class _Kept:
@@ -518,6 +527,8 @@ class _Binding:
         self.b = b
         self.values: dict[tuple, float] = {}
         self.simulated = 0  # branch points simulated (not read from the cache)
+        #: a work buffer per state size (:func:`~qsimdist.executors.statevector.apply_gates`)
+        self.spares: dict[int, np.ndarray] = {}
 
     # ------------------------------------------------------------------ running
     def start(self) -> _Node:
@@ -548,8 +559,18 @@ class _Binding:
             kind = op[0]
             if kind == _GATES:
                 if all(wires[w] == v for w, v in op[1]):
-                    for gate in self.program.segments[op[2]]:
-                        _apply(node.state, n, gate)
+                    gates = self.program.segments[op[2]]
+                    width = n
+                    if node.where is not None:
+                        where, width = node.where, node.width
+                        gates = [(g[0], g[1], tuple(where[q] for q in g[2]), g[3], g[4])
+                                 for g in gates]
+                    size = node.state.size
+                    node.state, spare = apply_gates(node.state, width, gates,
+                                                    self.spares.pop(size, None),
+                                                    one_blas_thread=False)
+                    if spare is not None:
+                        self.spares[size] = spare
             elif kind == _FLAG_ALL:
                 wires[op[1]] = int(all(wires[w] == v for w, v in op[2]))
             elif kind == _FLAG_TABLE:
@@ -567,7 +588,9 @@ class _Binding:
         if not all(wires[w] == v for w, v in op[3]):  # the condition fails: a sure outcome
             old = op[4] if op[0] == _MEASURE else None
             return 0.0 if old is not None and wires[old] else 1.0
-        p0, p1 = _half_norms(node.state, self.program.n, op[1])
+        if op[1] in node.dropped:  # measured again, untouched since: the same outcome
+            return 0.0 if node.dropped[op[1]] else 1.0
+        p0, p1 = _half_norms(node.state, node.width, node.position(op[1]))
         p0 = p0 / (p0 + p1)
         if p0 < tol:
             return 0.0
@@ -579,15 +602,22 @@ class _Binding:
         """Take outcome ``bit`` at ``node``'s branch point, then run to the next one."""
         op = self.program.ops[node.pos]
         wires = node.wires
-        if all(wires[w] == v for w, v in op[3]):
-            norm = _half_norms(node.state, self.program.n, op[1])[bit]
-            halves = _halves(node.state, self.program.n, op[1])
+        if op[1] in node.dropped:
+            if bit != node.dropped[op[1]]:
+                raise ExecutionError(f"the sampled outcome {bit} of a measurement has "
+                                     "probability 0")
+        elif all(wires[w] == v for w, v in op[3]):
+            width, q = node.width, node.position(op[1])
+            norm = _half_norms(node.state, width, q)[bit]
+            halves = _halves(node.state, width, q)
             keep = halves[:, bit, :]
             if norm <= 0:
                 raise ExecutionError(f"the sampled outcome {bit} of a reset or measurement "
                                      "has probability 0")
             keep *= 1.0 / math.sqrt(norm)
-            if op[0] == _RESET and bit:  # the reset qubit goes back to |0>
+            if op[0] == _MEASURE and op[5] and width > 1:  # the qubit leaves the state
+                node.drop(op[1], bit, np.ascontiguousarray(keep).reshape(-1), self.program.n)
+            elif op[0] == _RESET and bit:  # the reset qubit goes back to |0>
                 halves[:, 0, :] = keep
                 halves[:, 1, :] = 0
             else:
@@ -686,6 +716,10 @@ class Trajectories:
     def draw(self, index: tuple, b: int, o: int, precision: float) -> None:
         """Sample element ``index``'s branch of binding ``b`` (and its noise, where the
         precision is positive); its values are read by :meth:`fill`."""
+        with blas_threads(1):  # once here, not per segment (see apply_gates)
+            self._draw(index, b, o, precision)
+
+    def _draw(self, index: tuple, b: int, o: int, precision: float) -> None:
         t0 = time.perf_counter()
         binding = self.bindings[b]
         branch: tuple[int, ...] = ()
@@ -714,8 +748,10 @@ class Trajectories:
     def fill(self, evs: np.ndarray, flat_obs) -> None:
         """Every drawn element's value into ``evs``: the terms of each (binding, branch)
         read together off its final state."""
-        from ..engine.pauli_terms import parse_term
+        with blas_threads(1):
+            self._fill(evs, flat_obs)
 
+    def _fill(self, evs: np.ndarray, flat_obs) -> None:
         t0 = time.perf_counter()
         wanted: dict[tuple, dict[str, None]] = {}
         for _, b, branch, o, _ in self.elements:
@@ -729,10 +765,10 @@ class Trajectories:
                 continue
             binding = self.bindings[b]
             node = binding.kept_at(branch)
-            state = node.state if node is not None and node.pos == len(
-                binding.program.ops) else binding.node_at(branch).state
+            if node is None or node.pos != len(binding.program.ops):
+                node = binding.node_at(branch)
             order = list(labels)
-            got = _read_terms(state, self.n, [parse_term(lb, self.n) for lb in order])
+            got = read_labels(node, self.n, order)
             for lb, v in zip(order, got):
                 binding.values[(branch, lb)] = float(v)
             terms += len(order)
@@ -754,6 +790,37 @@ class Trajectories:
                 "branch_points_simulated": sum(x.simulated for x in self.bindings.values()
                                                if x is not None),
             }
+
+
+def read_labels(node: _Node, n: int, labels: list[str]) -> list[float]:
+    """``<s|T|s>`` for each term label (Qiskit's order, ``n`` characters of
+    :data:`~qsimdist.engine.pauli_terms.SINGLE_QUBIT_OPERATORS`) on a finished
+    trajectory's normalised state; a qubit that left the state contributes its
+    operator's value on its outcome (``<b|op|b>``: Z gives +-1, X and Y 0)."""
+    from ..engine.pauli_terms import SINGLE_QUBIT_OPERATORS, parse_term
+
+    if not node.dropped:
+        return _read_terms(node.state, n, [parse_term(lb, n) for lb in labels])
+    width = node.width
+    values = [0.0] * len(labels)
+    reduced: list[str] = []
+    at: list[int] = []
+    for i, label in enumerate(labels):
+        factor = 1.0
+        for q, bit in node.dropped.items():
+            c = label[n - 1 - q]
+            if c != "I":
+                factor *= float(SINGLE_QUBIT_OPERATORS[c][bit, bit].real)
+        if factor == 0.0:
+            continue
+        values[i] = factor
+        reduced.append("".join(label[n - 1 - q] for q in reversed(node.alive)))
+        at.append(i)
+    if reduced:
+        got = _read_terms(node.state, width, [parse_term(lb, width) for lb in reduced])
+        for i, v in zip(at, got):
+            values[i] *= v
+    return values
 
 
 def _read_terms(state: np.ndarray, n: int, terms: list) -> list[float]:

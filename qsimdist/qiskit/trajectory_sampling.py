@@ -50,7 +50,7 @@ import numpy as np
 
 from ..hardware import costs
 from . import trajectory as _trajectory
-from .trajectory import _GATES, _LIVE, _Binding, _Kept, _Node, _Program
+from .trajectory import _GATES, _LIVE, _MEASURE, _RESET, _Binding, _Kept, _Node, _Program
 
 #: set False to sample every dynamic circuit on its lowered (deferred-measurement) form
 ENABLED = True
@@ -113,34 +113,42 @@ class TreeSample:
 
 
 class _Prices:
-    """Predicted seconds of a program's work (the statevector cost model's constants)."""
+    """Predicted seconds of a program's work (the statevector cost model's constants),
+    the state halving after each measurement that drops its qubit."""
 
     def __init__(self, program: _Program) -> None:
-        size = float(1 << program.n)
-        dense = costs.GATE_OVERHEAD_SECONDS + costs.DENSE_SECONDS_PER_ELEMENT * size
-        diagonal = costs.GATE_OVERHEAD_SECONDS + costs.DIAGONAL_SECONDS_PER_ELEMENT * size
-        #: reading p0 and projecting: two passes over the state
-        self.branch = costs.GATE_OVERHEAD_SECONDS + 2 * costs.MARGINAL_SECONDS_PER_ELEMENT * size
-        self.copy = costs.MARGINAL_SECONDS_PER_ELEMENT * size
-        self.leaf = costs.GATE_OVERHEAD_SECONDS + costs.MARGINAL_SECONDS_PER_ELEMENT * size
-        self.cum = [0.0]  # cum[i]: the gates of ops[:i]
+        over = costs.GATE_OVERHEAD_SECONDS
+        width = program.n
+        self.cum = [0.0]  # cum[i]: ops[:i], their gates and branch points
         for op in program.ops:
+            size = float(1 << width)
             step = 0.0
             if op[0] == _GATES:
+                dense = over + costs.DENSE_SECONDS_PER_ELEMENT * size
+                diagonal = over + costs.DIAGONAL_SECONDS_PER_ELEMENT * size
                 step = sum(diagonal if g[0] == "diagonal" else dense
                            for g in program.segments[op[2]])
+            elif op[0] in (_MEASURE, _RESET):  # reading p0 and projecting: two passes
+                step = over + 2 * costs.MARGINAL_SECONDS_PER_ELEMENT * size
+                if op[0] == _MEASURE and op[5] and width > 1:
+                    width -= 1
             self.cum.append(self.cum[-1] + step)
-        self.one = self.cum[-1] + program.branches * self.branch + self.leaf
+        self.leaf = over + costs.MARGINAL_SECONDS_PER_ELEMENT * float(1 << width)
+        self.one = self.cum[-1] + self.leaf
         nl = program.lowered_qubits
         if nl > LOWERED_STATEVECTOR_QUBITS:
             self.lowered = math.inf
         else:
             gates = sum(len(seg) for seg in program.segments) + 2 * program.branches
-            self.lowered = gates * (costs.GATE_OVERHEAD_SECONDS
-                                    + costs.DENSE_SECONDS_PER_ELEMENT * float(1 << nl))
+            self.lowered = gates * (over + costs.DENSE_SECONDS_PER_ELEMENT * float(1 << nl))
 
     def between(self, start: int, end: int) -> float:
+        """The ops ``start`` (a branch point) to ``end`` (the next one or the end)."""
         return self.cum[end] - self.cum[start]
+
+    @staticmethod
+    def copy(node: _Node) -> float:
+        return costs.MARGINAL_SECONDS_PER_ELEMENT * float(node.state.size)
 
 
 class _Abandoned(Exception):
@@ -172,7 +180,7 @@ class _Tree:
     def take(self, node: _Node, bit: int) -> None:
         start = node.pos
         self.binding.take(node, bit)
-        self.charge(self.prices.between(start, node.pos) + self.prices.branch)
+        self.charge(self.prices.between(start, node.pos))
 
     def replay(self, prefix: tuple) -> _Node:
         node = self.binding.start()
@@ -204,7 +212,7 @@ class _Tree:
                 if self.held < self.held_states:
                     copy = node.copy()
                     self.held += 1
-                    self.charge(self.prices.copy)
+                    self.charge(self.prices.copy(node))
                 pending.append(((*prefix, 1), count - zeros, copy))
                 bit, count = 0, zeros
             else:
@@ -217,11 +225,14 @@ class _Tree:
         from ..engine.state_sampling import _marginal_of_state, draw_rows
 
         self.charge(self.prices.leaf + costs.DRAW_SECONDS_PER_SHOT * count)
-        if self.measured:
-            p = _marginal_of_state(node.state, self.measured)
-            bits, _ = draw_rows(p, self.rng.random(count), len(self.measured))
-        else:
-            bits = np.zeros((count, 0), dtype=np.uint8)
+        bits = np.zeros((count, len(self.measured)), dtype=np.uint8)
+        live = [k for k, q in enumerate(self.measured) if q not in node.dropped]
+        for k, q in enumerate(self.measured):
+            if q in node.dropped:  # measured mid-circuit for the last time: its outcome
+                bits[:, k] = node.dropped[q]
+        if live:
+            p = _marginal_of_state(node.state, [node.position(self.measured[k]) for k in live])
+            bits[:, live], _ = draw_rows(p, self.rng.random(count), len(live))
         self.leaves.append((list(node.wires), bits, count))
 
     def rows(self, shots: int) -> np.ndarray:
@@ -290,8 +301,11 @@ def sample_tree(qc, shots: int, rng: np.random.Generator, contractor,
     binding = _Binding(program, _Kept(1), 0)
     tol = 1e-10 if contractor.dtype == "complex128" else 1e-5
     tree = _Tree(binding, prices, tree_rng, tol, held, ABANDON_SHARE * prices.lowered)
+    from ..executors.statevector import blas_threads
+
     try:
-        tree.run(shots)
+        with blas_threads(1):  # once here, not per segment
+            tree.run(shots)
     except _Abandoned:
         return None
     clbits = tree.rows(shots)
