@@ -21,6 +21,14 @@ instead, one trajectory per branch:
   ``|0>``); where the condition fails the outcome is the one the lowered branch
   wire holds for certain (the clbit's old value; 0 for a reset), still drawn, so
   the generator is consumed as on the lowered circuit;
+- a measurement after which nothing but measurements uses its qubit (the lowering
+  keeps such a qubit in place) takes the qubit out of the state: the state halves,
+  the qubit's value is the outcome from then on (a later measurement of it gives the
+  same outcome for certain), and a term's operator on it contributes ``<b|op|b>``;
+  MQT Bench's dynamic QFT measures every qubit so, and its trajectories shrink to
+  nothing;
+- segments run on the statevector route's numpy kernel
+  (:func:`~qsimdist.executors.statevector.apply_gates`), with one BLAS thread;
 - the terms are read off the final normalised state.
 
 The same seed therefore gives the same branches and the same values as the lowered

@@ -12,6 +12,8 @@ go, as a measurement splits them:
   ``Binomial(shots, p0)`` of the shots take outcome 0, the rest outcome 1 (where
   the condition fails, every shot takes the outcome the lowering holds for
   certain);
+- a qubit measured for the last time leaves the state, which halves (see
+  :mod:`qsimdist.qiskit.trajectory`), so deep branches are cheap;
 - a branch both of whose outcomes have shots keeps a copy of its state for the
   second one, depth first, so that at most one copy per level is held (beyond
   the memory limit's room the second outcome is replayed from the start);
