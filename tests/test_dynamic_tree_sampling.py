@@ -186,7 +186,11 @@ def test_no_tree_for_clifford_or_static_circuits_or_other_methods(force_tree):
     with ghz.if_test((ghz.clbits[0], 1)):
         ghz.x([1, 2])
     ghz.measure([1, 2], [1, 2])
-    assert sample(ghz, shots=100).metadata["sampling"]["method"] == "stabilizer"
+    # forced to try the tree (force_tree), a Clifford circuit still keeps the lowered
+    # routes (stabilizer, or for so few qubits the statevector where the router says so)
+    assert tree_sampling.compile_program(ghz).may_be_clifford()
+    assert sample(ghz, shots=100).metadata["sampling"]["method"] in ("stabilizer",
+                                                                       "statevector")
     static = QuantumCircuit(2, 2)
     static.h(0)
     static.ry(0.3, 1)
