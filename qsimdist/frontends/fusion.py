@@ -533,13 +533,12 @@ def fuse_single_qubit_gates(circuit: GateCircuit) -> GateCircuit:
             q = g.qubits[0]
             pending[q] = g.matrix @ pending[q] if q in pending else g.matrix
             continue
-        m = g.matrix
-        before = [pending.pop(q, None) for q in g.qubits]
-        if any(b is not None for b in before):
-            factor = np.ones((1, 1), dtype=complex)
-            for b in before:  # big-endian over g.qubits: the first qubit is the leftmost factor
-                factor = np.kron(factor, b if b is not None else np.eye(2))
-            m = m @ factor
+        folded = None
+        for q in g.qubits:  # each waiting one-qubit gate by one broadcast 2x2 product
+            b = pending.pop(q, None)
+            if b is not None:
+                folded = apply_one_qubit(folded or Gate(g.matrix, g.qubits), q, b, before=True)
+        m = g.matrix if folded is None else folded.matrix
         out.gates.append(dataclasses.replace(g, matrix=m, name="fused"))
     for q, m in pending.items():
         out.gates.append(dataclasses.replace(circuit.gates[0], matrix=m, qubits=(q,),
