@@ -132,9 +132,9 @@ def test_shots_come_in_a_random_order(force_tree):
 def test_price_picks_the_tree_for_phase_estimation_and_not_for_a_dynamic_qft():
     """Iterative phase estimation on two qubits with 14 measurements of the one
     ancilla (a lowered circuit of 15 qubits), of a phase just off a 14-bit fraction
-    (a few likely outcomes, as in MQT Bench's, whose phase is exact): the tree. Six qubits whose every
-    measurement is random and whose lowered circuit has no more qubits: the lowered
-    route."""
+    (a few likely outcomes, as in MQT Bench's, whose phase is exact): the tree. Six
+    qubits whose every measurement is random and whose lowered circuit has no more
+    qubits: the lowered route."""
     k_max = 14
     iqpe = QuantumCircuit(2, k_max)
     iqpe.x(1)

@@ -356,9 +356,9 @@ class _Program:
         n: qubits.
         ops: ``(_GATES, controls, segment)``, ``(_MEASURE, qubit, wire, controls, old
             wire, drop)`` (``drop``: no later instruction but a measurement uses the qubit,
-            so it leaves the state once measured), ``(_RESET, qubit, wire, controls)``, ``(_FLAG_ALL, wire, controls)``
-            or ``(_FLAG_TABLE, wire, wires, truth)``; ``controls`` are ``(wire, value)``
-            pairs that must all hold.
+            so it leaves the state once measured), ``(_RESET, qubit, wire, controls)``,
+            ``(_FLAG_ALL, wire, controls)`` or ``(_FLAG_TABLE, wire, wires, truth)``;
+            ``controls`` are ``(wire, value)`` pairs that must all hold.
         segments: per segment, its fused gates (:func:`_prepared`).
         first: the fused gates of the first segment (run from ``|0...0>`` by
             :func:`qsimdist.executors.statevector.simulate`) where ``ops`` begins with one
@@ -860,31 +860,46 @@ def _read_terms(state: np.ndarray, n: int, terms: list) -> list[float]:
     return values
 
 
-def trajectories_for(engine, pub, rng: np.random.Generator, lowered) -> Trajectories | None:
-    """The trajectory route for ``pub`` where it may be taken at all (one process, numpy,
-    method ``auto``, a state within :data:`MAX_QUBITS` and the memory
-    budget), else ``None``; bindings are checked one by one (:meth:`Trajectories.takes`).
-    ``lowered(b)``: binding ``b``'s lowered circuit, for the Clifford check."""
-    if not ENABLED or engine.backend != "numpy" or engine.method != "auto":
-        return None  # a method asked for by name runs on the lowered circuit
+def route_allowed(backend: str, executor: str, method: str, n: int) -> bool:
+    """Whether a trajectory route (the estimator's, the sampler's tree) may run at all:
+    the switch on, numpy, method ``auto`` (a method asked for by name runs on the lowered
+    circuit), one process, and ``1 <= n <=`` :data:`MAX_QUBITS`."""
+    if not ENABLED or backend != "numpy" or method != "auto":
+        return False
     from ..executors import executor_kind
 
-    if executor_kind(engine.executor).distributed:
-        return None
-    n = pub.circuit.num_qubits
-    if not 1 <= n <= MAX_QUBITS:
-        return None
+    return not executor_kind(executor).distributed and 1 <= n <= MAX_QUBITS
+
+
+def cache_room(n: int, bound: int | None) -> int | None:
+    """Bytes a trajectory route may keep in states beside its :data:`WORK_STATES`
+    working ones under a memory bound (``None``: unbounded), at most
+    :data:`CACHE_BYTES`; ``None`` where not even the working states fit."""
     need = WORK_STATES * (16 << n)
-    cache = CACHE_BYTES
-    if engine.memory_limit is not None or need > UNCHECKED_BYTES:
+    if bound is None:
+        return CACHE_BYTES
+    if need > bound:
+        return None
+    return min(CACHE_BYTES, bound - need)
+
+
+def trajectories_for(engine, pub, rng: np.random.Generator, lowered) -> Trajectories | None:
+    """The trajectory route for ``pub`` where it may be taken at all (:func:`route_allowed`,
+    and the states within the memory budget), else ``None``; bindings are checked one by
+    one (:meth:`Trajectories.takes`). ``lowered(b)``: binding ``b``'s lowered circuit, for
+    the Clifford check."""
+    n = pub.circuit.num_qubits
+    if not route_allowed(engine.backend, engine.executor, engine.method, n):
+        return None
+    cache: int | None = CACHE_BYTES
+    if engine.memory_limit is not None or WORK_STATES * (16 << n) > UNCHECKED_BYTES:
         from ..engine.memory import MemoryBudget
 
-        bound = MemoryBudget.resolve(engine.memory_limit, engine.comm).bound
-        if bound is not None:
-            if need > bound:
-                return None
-            cache = min(cache, bound - need)
+        cache = cache_room(n, MemoryBudget.resolve(engine.memory_limit, engine.comm).bound)
+        if cache is None:
+            return None
     return Trajectories(engine, pub, rng, lowered, cache)
 
 
-__all__ = ["ENABLED", "MAX_QUBITS", "Trajectories", "trajectories_for"]
+__all__ = ["ENABLED", "MAX_QUBITS", "Trajectories", "cache_room", "route_allowed",
+           "trajectories_for"]

@@ -262,18 +262,12 @@ def compile_program(qc) -> _Program | None:
 
 
 def trajectory_sampler_for(contractor, method: str, qc) -> bool:
-    """Whether the tree may be tried for ``qc`` at all: the switches, one process, numpy,
-    method ``auto``, a width within the trajectory route's and a circuit that may be
-    dynamic."""
-    if not (ENABLED and _trajectory.ENABLED) or method != "auto":
-        return False
-    if contractor.backend != "numpy":
-        return False
-    from ..executors import executor_kind
-
-    if executor_kind(contractor.executor).distributed:
-        return False
-    return 1 <= qc.num_qubits <= _trajectory.MAX_QUBITS and may_be_dynamic(qc)
+    """Whether the tree may be tried for ``qc`` at all: this module's switch, the
+    trajectory routes' conditions (:func:`~qsimdist.qiskit.trajectory.route_allowed`) and
+    a circuit that may be dynamic."""
+    return (ENABLED and _trajectory.route_allowed(contractor.backend, contractor.executor,
+                                                  method, qc.num_qubits)
+            and may_be_dynamic(qc))
 
 
 def sample_tree(qc, shots: int, rng: np.random.Generator, contractor,
@@ -295,8 +289,7 @@ def sample_tree(qc, shots: int, rng: np.random.Generator, contractor,
     prices = _Prices(program)
     if prices.one > TRY_SHARE * prices.lowered:
         return None
-    state_bytes = 16 << program.n
-    held = _held_states(contractor, state_bytes)
+    held = _held_states(contractor, program.n)
     if held is None:
         return None
     tree_rng = np.random.default_rng(int(rng.integers(2**63)))
@@ -323,18 +316,12 @@ def sample_tree(qc, shots: int, rng: np.random.Generator, contractor,
     return TreeSample(clbits, route, program.n, tree.measured)
 
 
-def _held_states(contractor, state_bytes: int) -> int | None:
-    """How many states the tree may hold beside its working ones: what the memory budget
-    leaves, at most :data:`~qsimdist.qiskit.trajectory.CACHE_BYTES` of them (``None``:
-    not even the working states fit)."""
-    need = _trajectory.WORK_STATES * state_bytes
-    room = _trajectory.CACHE_BYTES
-    bound = contractor.budget.bound
-    if bound is not None:
-        if need > bound:
-            return None
-        room = min(room, bound - need)
-    return room // state_bytes
+def _held_states(contractor, n: int) -> int | None:
+    """How many states of ``n`` qubits the tree may hold beside its working ones
+    (:func:`~qsimdist.qiskit.trajectory.cache_room` under the contractor's budget;
+    ``None``: not even the working states fit)."""
+    room = _trajectory.cache_room(n, contractor.budget.bound)
+    return None if room is None else room // (16 << n)
 
 
 __all__ = ["ABANDON_SHARE", "ENABLED", "TRY_SHARE", "TreeSample", "may_be_dynamic", "sample_tree",
