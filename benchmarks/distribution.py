@@ -45,7 +45,8 @@ def workloads(data: Path) -> dict[str, tuple[str, dict]]:
 
 
 def workload_network(source: str, kw: dict):
-    """The (simplified) network of a workload: a network file as is, a circuit's amplitude."""
+    """The (simplified) network of a workload: a network file as is, a circuit's amplitude
+    (simplified by quimb's passes: the shipped plans were searched on those networks)."""
     from qsimdist.frontends import amplitude_network, load
     from qsimdist.network import Network
     from qsimdist.planner.simplify import simplify
@@ -53,7 +54,8 @@ def workload_network(source: str, kw: dict):
     obj = load(source)
     if isinstance(obj, Network):
         return obj
-    return simplify(amplitude_network(obj, kw["bitstrings"], kw.get("order", "qiskit")))
+    return simplify(amplitude_network(obj, kw["bitstrings"], kw.get("order", "qiskit")),
+                    engine="quimb")
 
 
 def get_plan(name: str, source: str, kw: dict, seconds: float, dtype: str = "complex64",

@@ -78,12 +78,13 @@ def plan_path(short: str) -> Path:
 
 
 def workload_network(short: str):
-    """The simplified amplitude network of a workload."""
+    """The simplified amplitude network of a workload (by quimb's passes: the shipped plans
+    and trees were searched on those networks)."""
     from qsimdist.lattice import tfim_network
     from qsimdist.planner.simplify import simplify
 
     kind, lx, ly, steps = WORKLOADS[short]
-    return simplify(tfim_network(kind, lx, ly, steps))
+    return simplify(tfim_network(kind, lx, ly, steps), engine="quimb")
 
 
 def time_order(net, short: str) -> list[str]:

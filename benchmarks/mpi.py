@@ -26,12 +26,21 @@ from pathlib import Path
 import numpy as np
 
 
+def n30_network(data: Path, stars: int):
+    """n30's amplitude network with ``stars`` open qubits, simplified by quimb's passes: the
+    shipped trees (``benchmarks/plans/trees/n30_*``) were searched on that network."""
+    from .distribution import workload_network
+
+    circuit = data / "circuits" / "circuit_n30_m14_s0_e0_pEFGH.qsim"
+    return workload_network(str(circuit), {"bitstrings": "*" * stars + "0" * (30 - stars),
+                                           "order": "natural"})
+
+
 def base_plan(data: Path, stars: int):
     import qsimdist
 
-    circuit = data / "circuits" / "circuit_n30_m14_s0_e0_pEFGH.qsim"
-    return qsimdist.plan(str(circuit), bitstrings="*" * stars + "0" * (30 - stars),
-                         order="natural", memory_limit="none", max_repeats=64)
+    return qsimdist.plan(n30_network(data, stars), memory_limit="none", max_repeats=64,
+                         simplify_sequence="")
 
 
 def tree_plan(data: Path, stars: int, tree: str):
@@ -39,9 +48,8 @@ def tree_plan(data: Path, stars: int, tree: str):
     slicing kept as the search's for the distribution planner."""
     import qsimdist
 
-    circuit = data / "circuits" / "circuit_n30_m14_s0_e0_pEFGH.qsim"
-    plan = qsimdist.plan(str(circuit), bitstrings="*" * stars + "0" * (30 - stars),
-                         order="natural", memory_limit="none", tree=tree)
+    plan = qsimdist.plan(n30_network(data, stars), memory_limit="none", tree=tree,
+                         simplify_sequence="")
     from qsimdist.planner.plan import build_plan
 
     return build_plan(plan.network, plan.path, [], plan.dtype, meta=plan.meta)

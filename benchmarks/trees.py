@@ -74,13 +74,10 @@ def network_and_start(name: str, data: Path):
         net = lattice.workload_network(name)
         saved = lattice.plan_path(name)
     else:
-        from qsimdist.api import simplified_network
-
-        from .distribution import workloads
+        from .distribution import workload_network, workloads
 
         source, kw = dict(workloads(data), **searched_only(data))[name]
-        net = simplified_network(source, bitstrings=kw["bitstrings"], order=kw["order"],
-                                 memory_limit="none")
+        net = workload_network(source, kw)
         saved = PLANS / f"{name}.json"
     # a workload without a saved plan (n56m20) starts its searches from cotengra's
     # hyper-optimiser (``start`` None)

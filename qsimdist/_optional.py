@@ -16,7 +16,7 @@ _EXTRAS = {
     "qsimcirq": ("qsim", "the qsim statevector engine"),
     "cirq": ("qsim", "the qsim statevector engine"),
     "qiskit": ("", "Qiskit circuits"),
-    "quimb": ("", "quimb networks and simplification"),
+    "quimb": ("", "quimb networks, PEPS and quimb's own simplification letters"),
 }
 
 

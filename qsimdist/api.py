@@ -96,7 +96,7 @@ def plan(
         memory_limit: peak bytes allowed (``"8GiB"``, ``2e9``, or a resolved
             :class:`~qsimdist.engine.MemoryBudget`); slicing is added to fit.
         dtype: ``complex64`` or ``complex128``.
-        simplify_sequence: quimb simplification letters ("" to skip).
+        simplify_sequence: simplification letters, quimb's names ("" to skip).
         max_time: path-search budget in seconds (see :class:`PathOptions`).
         max_repeats: path-search trials (see :class:`PathOptions`).
         tree: a saved tree or path to plan along instead of searching (see

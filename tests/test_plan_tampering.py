@@ -73,8 +73,11 @@ def saved(tmp_path_factory) -> dict[str, dict]:
     tmp = tmp_path_factory.mktemp("plans")
     base = qsimdist.plan(str(ROOT / "circuits" / "rqc_4x5_m12.qasm"), bitstrings=BITS,
                          memory_limit="none")
-    bundled = dataclasses.replace(load_profile("local-cpu"), memory_bytes=1 << 20,
-                                  usable_memory_fraction=1.0)
+    for log2_memory in range(20, 13, -1):  # the roomiest memory whose schedule redistributes
+        bundled = dataclasses.replace(load_profile("local-cpu"), memory_bytes=1 << log2_memory,
+                                      usable_memory_fraction=1.0)
+        if distribute(base, bundled, 2).schedule.predicted.n_redistributions > 0:
+            break
     custom = dataclasses.replace(bundled, name="my-cluster-node")
     toml = save_profile(custom, tmp / "my-cluster-node.toml")
     custom = load_profile(str(toml))

@@ -66,7 +66,7 @@ class Contractor:
                  path_options=None) -> np.ndarray:
         """Contract ``net``; the result's axes follow ``net.output``.
 
-        ``simplify_network``: simplify first (quimb) unless the network is cheap
+        ``simplify_network``: simplify first (``ADCRS``) unless the network is cheap
         as it is; ``False`` keeps the structure, so that networks differing only
         in their arrays share one plan. ``path_options``: the path search's
         budget (:class:`~qsimdist.planner.path.PathOptions`).

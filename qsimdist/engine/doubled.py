@@ -19,8 +19,8 @@ does all three:
    gate touching the cone, so it keeps the last ``RZZ`` layer around a ``Z``
    and, within one commuting layer, gates that only reach the cone through
    gates listed after them.
-3. **quimb's simplification** (:func:`qsimdist.planner.simplify.simplify`, the
-   ``ADCRS`` sequence) then folds what is left, and index names are made
+3. **Simplification** (:func:`qsimdist.planner.simplify.simplify`, the ``ADCRS``
+   sequence, on qsimdist's own passes) then folds what is left, and index names are made
    canonical afterwards, so that networks of the same structure share one plan.
 """
 
@@ -247,8 +247,8 @@ def canonical_names(net: Network) -> Network:
     return Network.unchecked(inputs, output, size_dict, net.arrays, dict(net.meta))
 
 
-#: quimb's simplification sequence for doubled networks (the one quimb's own
-#: ``Circuit.local_expectation`` uses)
+#: the simplification sequence for doubled networks (quimb's letters; the sequence
+#: quimb's own ``Circuit.local_expectation`` uses)
 SIMPLIFY_SEQUENCE = "ADCRS"
 
 
@@ -276,7 +276,7 @@ class DoubledCircuit:
 
     def simplified(self, qubits: Sequence[int], ops: str, operators: dict[str, np.ndarray], *,
                    limit: int | None, dtype: str, seq: str = SIMPLIFY_SEQUENCE) -> Network:
-        """The term's doubled network after quimb's ``seq`` simplification (skipped for a
+        """The term's doubled network after the ``seq`` simplification (skipped for a
         network that is cheap as it is and roomy under ``limit``), indices canonical."""
         from .amplitudes import simplify_within
 

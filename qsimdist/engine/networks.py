@@ -47,7 +47,7 @@ class ContractOptions:
         memory_limit: peak bytes (``"8GiB"``, ``2e9``); slices to fit. ``None``:
             80% of the memory available now; ``"none"``: no slicing (bounded by
             physical memory + swap). Under MPI: the limit per rank.
-        simplify_sequence: quimb simplification letters applied first (``""``:
+        simplify_sequence: simplification letters (quimb's names) applied first (``""``:
             none; output indices are always kept).
         path_options: :class:`~qsimdist.PathOptions` or a dict of its fields.
         max_time, max_repeats: path-search budget (override ``path_options``).
@@ -99,7 +99,7 @@ class ContractOptions:
                    "complex128" if self.dtype in ("complex128", "float64") else "complex64")
         if not isinstance(self.simplify_sequence, str):
             raise InvalidInputError(
-                f"simplify_sequence must be a string of quimb's letters, got "
+                f"simplify_sequence must be a string of simplification letters (e.g. 'ADCRS'), got "
                 f"{shorten(self.simplify_sequence)}"
             )
         if self.path_options is not None:
@@ -221,7 +221,7 @@ def clear_plan_cache() -> None:
 def small_first(net: Network, dtype: str,
                 path_options: PathOptions) -> Callable[[int | None], Plan]:
     """``build(limit)`` for the plan cache: one or two tensors take their only path without a
-    search (quimb's simplification hands the hook many such contractions) where that fits
+    search (quimb's own simplification hands the hook many such contractions) where that fits
     ``limit``; otherwise the path is searched and the plan sliced as usual."""
     from ..planner.plan import build_plan, make_plan
 

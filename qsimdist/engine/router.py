@@ -195,7 +195,7 @@ def contraction_price(gc: GateCircuit, order: str, cache: CircuitCache | None = 
     floor = tn_floor(len(fused.gates), 1)
     # a network of few tensors is simplified too where it is not cheap as it is (the
     # floor then counts simplification's price, not the cheap one): MQT Bench's 17-qubit
-    # cumulative multiplier spent 0.4 s in quimb's simplification priced at 0.02 s
+    # cumulative multiplier spent 0.4 s in (then quimb's) simplification priced at 0.02 s
     simplified = (0.0 if len(fused.gates) > CHEAP_MAX_TENSORS else
                   (costs.TN_SIMPLIFY_SECONDS_PER_GATE - costs.TN_SECONDS_PER_GATE)
                   * max(len(fused.gates), 1))

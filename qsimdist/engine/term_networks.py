@@ -15,7 +15,7 @@ same qubits are multiplied together). The doubled route
 (:mod:`qsimdist.engine.doubled`) never folds a one-qubit gate into a diagonal
 gate: diagonal gates stay diagonal (tensors on hyper-indices), its light cone
 drops diagonal gates that commute with the term's Heisenberg-picture operator,
-and quimb's ``ADCRS`` simplification runs on networks that are not cheap as
+and the ``ADCRS`` simplification runs on networks that are not cheap as
 built. Plans are keyed by the network finally contracted.
 
 The network of a term is named by *local* qubit positions (rank within the

@@ -88,9 +88,11 @@ TRIAL_SECONDS_PER_TENSOR = 5e-3
 #: seconds per gate a tensor-network contraction spends at least (building the network,
 #: a greedy path, lifetime ordering) — the bound below which no TN estimate is needed
 TN_SECONDS_PER_GATE = 5e-5
-#: ... and per gate where the network is too large to skip simplification (quimb's
-#: simplification of square_root_7 measured 8.7 s for 7,660 gates)
-TN_SIMPLIFY_SECONDS_PER_GATE = 1e-3
+#: ... and per gate where the network is too large to skip simplification (qsimdist's own
+#: ADCRS passes measured 1.1 s for square_root_7's 6,426 fused gates and 4.0 s for
+#: hwb7_59's 21,335, 0.17-0.19 ms each, on a 2-core x86 host; quimb's had taken 8.7 s and
+#: 33 s)
+TN_SIMPLIFY_SECONDS_PER_GATE = 2e-4
 #: multiply-adds per second assumed for a tensor-network contraction: the path planner's
 #: constant (:data:`SEARCH_RATE`), so that the route, like the path, is the same on every
 #: machine

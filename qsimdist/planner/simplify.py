@@ -1,15 +1,21 @@
-"""Network simplification before planning, through quimb's own machinery.
+"""Network simplification before planning.
 
 ``seq`` letters are quimb's: A (antidiagonal), D (diagonal: turns diagonal
-gates into hyper-indices), C (column), R (rank), S (split), L (loop). Output
-indices are protected; hyper-indices created by D survive to the plan.
+gates into hyper-indices), C (column), R (rank), S (split), and quimb's
+others (L loop, G gauge, P pair-reduce, i isolated). Output indices are
+protected; hyper-indices created by D survive to the plan.
+
+A sequence of the letters ``A D C R S`` (the default, ``ADCRS``) runs on
+qsimdist's own passes (:mod:`qsimdist.planner.reductions`), which need no
+quimb: importing ``quimb.tensor`` and loading its compiled kernels cost about a
+second in each fresh process, and on a fresh machine its numba compilation took
+half a minute. A sequence with any other letter goes to quimb's
+``full_simplify``.
 
 A network that is already cheap to contract as it is (cotengra's greedy path
 needs at most :data:`CHEAP_COST` multiply-adds and no intermediate over
 :data:`CHEAP_SIZE` elements) is returned unchanged: simplifying it could save
-microseconds, while importing quimb.tensor costs seconds, and on a fresh
-machine its numba compilation took half a minute (the first
-``qsimdist amplitude circuits/ghz_n12.qasm ...``).
+microseconds.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..network import Network
+from .reductions import LETTERS, reduce_network
 
 DEFAULT_SEQUENCE = "ADCRS"
 _VALID = set("ADCRSLGPi")
@@ -56,23 +63,32 @@ def is_cheap(net: Network) -> bool:
 
 
 def simplify(net: Network, seq: str = DEFAULT_SEQUENCE, atol: float = 1e-12,
-             skip_cheap: bool = True) -> Network:
+             skip_cheap: bool = True, engine: str = "qsimdist") -> Network:
     """Return a simplified copy of ``net`` whose contraction equals ``net``'s.
 
     ``seq=""`` returns ``net`` unchanged, and so does ``skip_cheap`` for a
     network that is already cheap to contract (see :func:`is_cheap`).
+    ``engine="quimb"`` runs quimb's ``full_simplify`` even for ``A D C R S``: the
+    networks that trees and plans saved before qsimdist had its own passes were
+    searched on (an equal network, but not the same structure).
     """
     if not seq:
         return net
     bad = sorted(set(seq) - _VALID)
     if bad:
         raise InvalidInputError(
-            f"unknown simplification letters {''.join(bad)!r}; valid: A D C R S L (quimb's)"
+            f"unknown simplification letters {''.join(bad)!r}; valid: A D C R S "
+            "(qsimdist's own), L G P i (quimb's)"
         )
     if net.arrays is None:
         raise InvalidInputError("a structure-only network cannot be simplified (no arrays)")
     if skip_cheap and is_cheap(net):
         return net
+    if engine not in ("qsimdist", "quimb"):
+        raise InvalidInputError(f"unknown simplification engine {engine!r}; valid: qsimdist, "
+                                "quimb")
+    if engine == "qsimdist" and set(seq) <= LETTERS:
+        return reduce_network(net, seq, atol)
     import quimb.tensor as qtn
 
     tn = qtn.TensorNetwork(
