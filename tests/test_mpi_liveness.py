@@ -32,11 +32,12 @@ pytestmark = [pytest.mark.mpi]
 if shutil.which("mpiexec") is None:  # pragma: no cover - the test extra installs mpich
     pytest.skip("mpiexec not found: pip install 'qsimdist[mpi]'", allow_module_level=True)
 
-#: a distributed run of tens of seconds on 2 ranks (16,384 slices, redistributions: 49-50 s
-#: here with the numba cache warm; at 256KiB, 256 slices, it took 1.7 s once the kernels
-#: were compiled, and ended before the interrupts came)
+#: a distributed run of tens of seconds on 2 ranks (40 s here with the numba cache warm on
+#: the network qsimdist's own simplification makes; at 64KiB that network takes 4,096
+#: slices and 5.6 s, and at 256KiB on quimb's network 1.7 s: both ended before the
+#: interrupts came)
 LONG = ["amplitude", "circuits/rqc_4x5_m12.qasm", "01010101010101010101", "--profile",
-        "local-cpu", "--memory-limit", "64KiB"]
+        "local-cpu", "--memory-limit", "32KiB"]
 #: a few seconds: 16 slices in one group of two ranks, two all-to-alls per slice
 SHORT = ["amplitude", "circuits/rqc_4x5_m12.qasm", "01010101010101010101", "--profile",
          "local-cpu", "--memory-limit", "1MiB"]
