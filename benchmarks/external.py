@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -76,18 +75,17 @@ def summary(out: Path) -> str:
         lines.append("")
     mqt = out / "mqt_bench.json"
     if mqt.exists():
+        from .mqt_bench import PRIMITIVES, median_ratios
+
         rows = json.loads(mqt.read_text())
-        timed = [r for r in rows if "qsimdist_s" in r]
+        medians = median_ratios(rows)
         lines += ["## MQT Bench beside Aer (median qsimdist / Aer time per size)", "",
                   "| size | amplitudes | sampler | estimator | refusals or wrong values |",
                   "|---|---|---|---|---|"]
         for size in sorted({r["size"] for r in rows}):
-            cells = []
-            for prim in ("amplitudes", "sampler", "estimator"):
-                ratios = [r["qsimdist_s"] / r["aer_s"] for r in timed
-                          if r["size"] == size and r["primitive"] == prim]
-                cells.append(f"{statistics.median(ratios):.2f} ({len(ratios)})" if ratios
-                             else "-")
+            by_prim = medians.get(size, {})
+            cells = [f"{by_prim[p][0]:.2f} ({by_prim[p][1]})" if p in by_prim else "-"
+                     for p in PRIMITIVES]
             bad = sum(1 for r in rows if r["size"] == size
                       and ("refused" in r or r.get("ok") is False))
             lines.append(f"| {size} | " + " | ".join(cells) + f" | {bad} |")

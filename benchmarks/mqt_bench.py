@@ -399,17 +399,30 @@ def fmt_row(r: dict) -> str:
             f"  ratio {ratio:6.2f}  {check:5s} {detail}")
 
 
+PRIMITIVES = ("amplitudes", "sampler", "estimator")
+
+
+def median_ratios(rows: list[dict]) -> dict[int, dict[str, tuple[float, int]]]:
+    """Per size and primitive, the median qsimdist / Aer time and the number of calls
+    (primitives without a timed call left out)."""
+    timed_rows = [r for r in rows if "qsimdist_s" in r]
+    out: dict[int, dict[str, tuple[float, int]]] = {}
+    for size in sorted({r["size"] for r in timed_rows}):
+        for prim in PRIMITIVES:
+            ratios = [r["qsimdist_s"] / r["aer_s"] for r in timed_rows
+                      if r["size"] == size and r["primitive"] == prim]
+            if ratios:
+                out.setdefault(size, {})[prim] = (statistics.median(ratios), len(ratios))
+    return out
+
+
 def summary(rows: list[dict]) -> str:
     timed_rows = [r for r in rows if "qsimdist_s" in r]
     lines = ["", "median qsimdist/Aer warm time ratio (calls):",
              f"{'size':>5} {'amplitudes':>16} {'sampler':>16} {'estimator':>16}"]
-    for size in sorted({r["size"] for r in timed_rows}):
-        cells = []
-        for prim in ("amplitudes", "sampler", "estimator"):
-            ratios = [r["qsimdist_s"] / r["aer_s"] for r in timed_rows
-                      if r["size"] == size and r["primitive"] == prim]
-            cells.append(f"{statistics.median(ratios):8.2f} ({len(ratios):3d})" if ratios
-                         else f"{'-':>14}")
+    for size, by_prim in median_ratios(rows).items():
+        cells = [f"{by_prim[p][0]:8.2f} ({by_prim[p][1]:3d})" if p in by_prim
+                 else f"{'-':>14}" for p in PRIMITIVES]
         lines.append(f"{size:>5} " + " ".join(f"{c:>16}" for c in cells))
     worst = sorted(timed_rows, key=lambda r: r["qsimdist_s"] / r["aer_s"], reverse=True)[:8]
     lines += ["", "worst ratios:"] + [fmt_row(r) for r in worst]

@@ -120,7 +120,8 @@ class _Work:
         return len(self.where.get(ix, ())) + (ix in self.protected)
 
     def unseen(self, letter: str) -> list[int]:
-        """Tensors pass ``letter`` has not looked at yet (oldest last); marks them seen."""
+        """Tensors pass ``letter`` has not looked at yet, oldest first; marks them seen (a
+        pass that makes tensors and looks at them too marks those after it)."""
         upto = self.seen_upto[letter]
         new = list(itertools.takewhile(lambda t: t >= upto, reversed(self.tensors)))
         self.seen_upto[letter] = self._next
