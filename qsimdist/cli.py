@@ -246,6 +246,19 @@ def _run(argv: Optional[list[str]], as_json: bool) -> int:
         rv = exc.exit_code
     except KeyboardInterrupt:
         rv = 130
+    except MemoryError as exc:
+        # last resort: an allocation outside a plan's run failed (a plan's own run raises
+        # OutOfMemoryError, a QsimdistError, above); one line, every rank ends
+        from .memory_limit import out_of_memory
+
+        error = out_of_memory(exc, "running the command")
+        world = _mpi_world()
+        if world is not None:
+            from .executors.liveness import fail_rank
+
+            fail_rank(world, error)
+        report_error(str(error), type(error).__name__, 2, as_json)
+        return 2
     except OSError as exc:
         # last resort: a file operation failed in a way nothing above foresaw
         where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)

@@ -78,6 +78,16 @@ class ExecutionError(QsimdistError, RuntimeError):
     """Executing a plan failed for a reason other than bad input."""
 
 
+class OutOfMemoryError(QsimdistError, MemoryError):
+    """The host could not give a run the memory its plan was made within.
+
+    The plan fitted the memory limit, but the limit promised more than was free when
+    the run allocated (other processes took memory, or an explicit limit exceeded it).
+    The message names the allocation, the plan's peak and the limit; a lower limit
+    makes the planner slice more.
+    """
+
+
 class NcclUnavailableError(InvalidInputError):
     """NCCL collectives were asked for (``--comm nccl``) where they cannot run: no GPU of
     its own on some rank (or no CuPy), two ranks on one device, or no NCCL library."""
@@ -90,6 +100,7 @@ __all__ = [
     "InvalidInputError",
     "MissingDependencyError",
     "NcclUnavailableError",
+    "OutOfMemoryError",
     "PlanError",
     "PlanFormatError",
     "ProfileError",

@@ -19,8 +19,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .config import parse_memory
-from .errors import InvalidInputError
+from .config import format_bytes, parse_memory
+from .errors import InvalidInputError, OutOfMemoryError
 
 #: the environment variable that sets the default limit (per rank, as it stands)
 MEMORY_LIMIT_VARIABLE = "QSIMDIST_MEMORY_LIMIT"
@@ -134,6 +134,24 @@ def default_memory_limit(ranks_on_host: int | Callable[[], int] = 1,
     return DefaultLimit(limit, "default", share)
 
 
+
+def out_of_memory(exc: BaseException, what: str, peak: int | None = None,
+                  limit: int | None = None) -> OutOfMemoryError:
+    """An :class:`~qsimdist.errors.OutOfMemoryError` for a ``MemoryError`` raised while
+    ``what`` ran: one line naming the allocation that failed (numpy's error carries its
+    bytes), the plan's ``peak`` and the memory ``limit`` where known, and what to do."""
+    asked = getattr(exc, "_total_size", None)
+    parts = [f"out of memory while {what}"]
+    if asked:
+        parts.append(f"allocating {format_bytes(int(asked))} failed")
+    if peak is not None:
+        parts.append(f"the plan peaks at {format_bytes(int(peak))}")
+    if limit is not None:
+        parts.append(f"planned within the memory limit {format_bytes(int(limit))}")
+    return OutOfMemoryError(
+        "; ".join(parts) + "; this host had less memory free than the limit assumed: "
+        "lower --memory-limit (memory_limit=) so the plan slices more, or free memory")
+
 __all__ = ["DEFAULT_FRACTION", "MEMINFO", "MEMORY_LIMIT_VARIABLE", "NONE_WORDS", "DefaultLimit",
            "available_memory", "default_memory_limit", "is_none_word", "machine_memory",
-           "read_meminfo"]
+           "out_of_memory", "read_meminfo"]

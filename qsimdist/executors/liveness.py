@@ -101,6 +101,10 @@ def fail_rank(comm, exc: BaseException, code: int | None = None) -> None:
     ``code``: the exit status; default 130 for an interrupt, 2 for a qsimdist
     error, 1 otherwise.
     """
+    if isinstance(exc, MemoryError) and not isinstance(exc, QsimdistError):
+        from ..memory_limit import out_of_memory
+
+        exc = out_of_memory(exc, "running on this rank")  # one line naming the size
     if code is None:
         code = 130 if isinstance(exc, KeyboardInterrupt) else (
             2 if isinstance(exc, QsimdistError) else 1)

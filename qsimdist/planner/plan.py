@@ -20,8 +20,9 @@ import numpy as np
 
 from .._fileio import atomic_write_text
 from ..config import check_dtype, format_bytes, format_count, reuse_enabled
-from ..errors import InvalidInputError, PlanError, PlanFormatError
+from ..errors import InvalidInputError, PlanError, PlanFormatError, QsimdistError
 from ..hardware.costs import LocalCosts
+from ..memory_limit import out_of_memory
 from ..network import Network
 from .lifetime import Layouts, Step, lifetime_order
 from .path import PathOptions, find_path, slice_path
@@ -100,8 +101,19 @@ class Plan:
         ``executor="mpi"`` runs the plan's distributed schedule over MPI ranks
         (``options``: ``comm``, ``memory_limit``, ``stats``). Executors are looked up
         in :mod:`qsimdist.planner.registry`, which :mod:`qsimdist.executors` fills.
+
+        Raises :class:`~qsimdist.errors.OutOfMemoryError` (one line: the allocation, the
+        plan's peak, the limit) where the host cannot give what the plan was made within.
         """
-        return get_executor(executor)(self, backend=backend, progress=progress, **options)
+        run = get_executor(executor)
+        try:
+            return run(self, backend=backend, progress=progress, **options)
+        except MemoryError as exc:
+            if isinstance(exc, QsimdistError):
+                raise
+            limit = options.get("memory_limit", self.meta.get("memory_limit"))
+            raise out_of_memory(exc, "executing a plan", self.stats.peak_bytes,
+                                limit if isinstance(limit, int) else None) from None
 
     def contraction_tree(self):
         """``(tree, arrays)``: this plan as a cotengra ``ContractionTree``, sliced as the plan is.
