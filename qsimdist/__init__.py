@@ -55,6 +55,10 @@ def __getattr__(name: str):
         from .engine.expectation import expectation_values
 
         return expectation_values
+    if name == "expectation_costs":
+        from .engine.term_costs import expectation_costs
+
+        return expectation_costs
     raise AttributeError(f"module 'qsimdist' has no attribute {name!r}")
 
 __all__ = [
@@ -68,6 +72,7 @@ __all__ = [
     "Plan",
     "PlanError",
     "PlanRun",
+    "expectation_costs",
     "QsimdistError",
     "UnsupportedInstructionError",
     "__version__",

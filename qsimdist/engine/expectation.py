@@ -171,6 +171,9 @@ class ExpectationEngine:
         self._held: tuple | None = None  # (weak reference to the circuit, dtype, state, fused)
         self._doubled: tuple | None = None  # (weak reference to the circuit, fuse, prepared)
         self._profile = self._options.profile if self._options.distributed else None
+        #: set while :func:`qsimdist.engine.term_costs.term_costs` prices terms: plans are
+        #: made and recorded there instead of run (:class:`~.term_costs.CostRecorder`)
+        self._costing = None
 
     @property
     def plans(self) -> int:
@@ -214,6 +217,8 @@ class ExpectationEngine:
     def _contract(self, key: tuple, net: Network, t0: float, share: bool = False) -> np.ndarray:
         """Plan (or reuse a plan for) ``net``, run it, and account for it in :attr:`stats`."""
         plan = self._plan_for(key, net, share)
+        if self._costing is not None:  # priced, not run: the run reuses this very plan
+            return self._costing.record(plan, time.perf_counter() - t0)
         t1 = time.perf_counter()
         value = plan.execute(backend=self.backend, **self._options.execute_keywords())
         value = np.asarray(value.get() if hasattr(value, "get") else value)
@@ -407,13 +412,16 @@ class ExpectationEngine:
         original = circuit
         if self.method in ("auto", "statevector") and self.held_state(circuit) is not None:
             return self._held_values(circuit, terms)
-        spread = worth_spreading(self, terms) and spread_term_values(self, circuit, terms)
+        spread = (self._costing is None and worth_spreading(self, terms)
+                  and spread_term_values(self, circuit, terms))
         if spread is not None and spread is not False:  # each rank valued its share alone
             return spread
         clifford = None
         if self.method in ("auto", "stabilizer"):  # a Clifford circuit: stim
             clifford = self._clifford(circuit, terms)
             if clifford is not None and clifford.route is not None:
+                if self._costing is not None:
+                    return self._costing.routed(clifford.route, len(terms))
                 return self._stabilizer_values(clifford, terms, clifford.route)
         values = np.ones(len(terms), dtype=np.float64)
         live = [i for i, t in enumerate(terms) if t.qubits]
@@ -468,9 +476,13 @@ class ExpectationEngine:
                 from .router import prefer_stabilizer
 
                 route = prefer_stabilizer(route, clifford.seconds, tn_seconds)
+                if route.method == "stabilizer" and self._costing is not None:
+                    return self._costing.routed(route, len(terms))
                 if route.method == "stabilizer":
                     return self._stabilizer_values(clifford, terms, route, counted=True)
             self.route = route.to_dict()
+            if route.method == "statevector" and self._costing is not None:
+                return self._costing.routed(route, len(terms))
             if route.method == "statevector":
                 self._statevector_values(original, terms, live, values, route)
                 return values

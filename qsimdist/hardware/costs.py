@@ -177,6 +177,12 @@ STABILIZER_SECONDS_PER_SHOT_BIT = 6e-9
 #: docs/benchmarks/history.md, "Reuse across slices"); weighs steps when a sliced local
 #: plan chooses the outputs it keeps (:func:`qsimdist.planner.reuse.local_choice`)
 LOCAL_STEP_FLOPS = 2.5e5
+#: a step's Python dispatch in the local executor beside its kernel, and a slice's (leaves
+#: sliced and loaded), in seconds: what :func:`qsimdist.planner.estimate.predicted_local_seconds`
+#: adds to the kernels' prices (fitted on kicked-Ising term plans and n30, see
+#: docs/benchmarks/history.md, "The cost before the run")
+LOCAL_STEP_DISPATCH_SECONDS = 2.0e-5
+LOCAL_SLICE_DISPATCH_SECONDS = 5.0e-5
 #: inner GEMMs of at most this many multiply-adds may run in the compiled loop kernel
 #: (``LocalCosts.small_inner``'s default; the executors' kernels read it from here)
 SMALL_INNER = 4096

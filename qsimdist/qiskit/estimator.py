@@ -172,6 +172,53 @@ class EstimatorV2(BaseEstimatorV2):
         with qiskit_errors():
             return self._submit(pubs, precision)
 
+    def cost(self, pubs: Iterable, *, profile: str | None = None,
+             devices: int | None = None) -> list[dict]:
+        """What :meth:`run` would cost for ``pubs``, before anything is contracted.
+
+        The engine takes the decisions it takes to run (route, method, each term's
+        network and plan within the memory limit) and prices each plan instead of running
+        it; the plans are kept, so a later :meth:`run` of the same pubs executes exactly
+        the FLOPs priced here. Every time is a cost-model prediction.
+
+        Args:
+            pubs: estimator pubs, as for :meth:`run` (static circuits: gates and final
+                measurements).
+            profile: a hardware profile name (``qsimdist profiles``): each contraction is
+                also scheduled by the distribution planner on ``devices`` devices of it.
+            devices: devices of ``profile`` (a power of two; default one node).
+
+        Returns:
+            One dict per pub: ``terms``, a list of
+            :class:`~qsimdist.engine.term_costs.TermCost` dicts (each with its
+            ``binding`` index and ``label``) for every (binding, Pauli label) the pub
+            evaluates; ``flops`` and ``predicted_seconds``, their totals.
+        """
+        from ..engine.term_costs import expectation_costs
+
+        with self._lock, qiskit_errors():
+            out = []
+            for pub in (EstimatorPub.coerce(p, self._default_precision) for p in pubs):
+                if needs_lowering(pub.circuit):
+                    raise InvalidInputError(
+                        "cost() prices static circuits (gates and final measurements); this "
+                        "pub's circuit has mid-circuit measurements, resets or control flow")
+                shape, params = pub.shape, pub.parameter_values
+                p_of = np.broadcast_to(np.arange(params.size).reshape(params.shape), shape)
+                o_of = np.broadcast_to(
+                    np.arange(pub.observables.size).reshape(pub.observables.shape), shape)
+                terms = []
+                # the engine calls run() makes, each priced instead of run
+                for b, _, gc, labels, _ in _engine_calls(pub, _pairs(p_of, o_of)):
+                    loc = _location(b, params.shape)
+                    for c in expectation_costs(gc, labels, engine=self.engine,
+                                               profile=profile, devices=devices):
+                        terms.append(dict(c.to_dict(), binding=loc))
+                flops = sum(t["contraction"]["flops"] for t in terms if t["contraction"])
+                out.append({"terms": terms, "flops": flops,
+                            "predicted_seconds": sum(t["predicted_seconds"] for t in terms)})
+            return out
+
     def _submit(self, pubs: Iterable, precision: float | None) -> PrimitiveJob:
         if precision is None:
             precision = self._default_precision
@@ -203,10 +250,7 @@ class EstimatorV2(BaseEstimatorV2):
         p_of = np.broadcast_to(np.arange(params.size).reshape(params.shape), shape)
         o_of = np.broadcast_to(np.arange(observables.size).reshape(observables.shape), shape)
 
-        # value of every (binding, observable) pair the broadcast needs
-        pairs: dict[int, set[int]] = {}
-        for b, o in zip(p_of.reshape(-1).tolist(), o_of.reshape(-1).tolist()):
-            pairs.setdefault(b, set()).add(o)
+        pairs = _pairs(p_of, o_of)  # every (binding, observable) pair the broadcast needs
         if needs_lowering(pub.circuit):
             evs = _BranchSampler(engine, pub, rng).evs(p_of, o_of, pairs, precision)
         else:
@@ -229,22 +273,10 @@ class EstimatorV2(BaseEstimatorV2):
         """Values of a circuit of gates and final measurements: each (binding, observable)
         pair once, every term of one binding in one engine call."""
         engine = self.engine
-        params = pub.parameter_values
         flat_obs = pub.observables.ravel()
-        n = pub.circuit.num_qubits
-        terms: dict[str, PauliTerm] = {}
         value: dict[tuple[int, int], float] = {}
-        for b, obs_indices in pairs.items():
-            bound = params.bind(pub.circuit, _location(b, params.shape))
-            gc = from_qiskit(bound)
-            labels: dict[str, None] = {}
-            for o in sorted(obs_indices):
-                for label in flat_obs[o]:
-                    labels.setdefault(label, None)
-                    if label not in terms:
-                        terms[label] = parse_term(label, n)
-            order = list(labels)
-            got = dict(zip(order, engine.term_values(gc, [terms[lb] for lb in order])))
+        for b, obs_indices, gc, order, terms in _engine_calls(pub, pairs):
+            got = dict(zip(order, engine.term_values(gc, terms)))
             for o in obs_indices:
                 value[(b, o)] = float(
                     sum(float(c) * got[label] for label, c in flat_obs[o].items())
@@ -256,6 +288,33 @@ class EstimatorV2(BaseEstimatorV2):
                 ev = rng.normal(ev, precision)
             evs[index] = ev
         return evs
+
+
+def _pairs(p_of: np.ndarray, o_of: np.ndarray) -> dict[int, set[int]]:
+    """The observables each binding is paired with by the pub's broadcast."""
+    pairs: dict[int, set[int]] = {}
+    for b, o in zip(p_of.reshape(-1).tolist(), o_of.reshape(-1).tolist()):
+        pairs.setdefault(b, set()).add(o)
+    return pairs
+
+
+def _engine_calls(pub: EstimatorPub, pairs: dict[int, set[int]]):
+    """``(binding, its observables, bound GateCircuit, labels, terms)`` per engine call of a
+    static pub: every label of one binding's observables in one call, first-seen order."""
+    params = pub.parameter_values
+    flat_obs = pub.observables.ravel()
+    n = pub.circuit.num_qubits
+    parsed: dict[str, PauliTerm] = {}
+    for b, obs_indices in pairs.items():
+        gc = from_qiskit(params.bind(pub.circuit, _location(b, params.shape)))
+        labels: dict[str, None] = {}
+        for o in sorted(obs_indices):
+            for label in flat_obs[o]:
+                labels.setdefault(label, None)
+                if label not in parsed:
+                    parsed[label] = parse_term(label, n)
+        order = list(labels)
+        yield b, obs_indices, gc, order, [parsed[label] for label in order]
 
 
 def _location(b: int, shape: tuple) -> tuple[int, ...]:

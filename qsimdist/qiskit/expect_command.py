@@ -53,6 +53,13 @@ def expect(
         "doubled (each term's doubled network) or stabilizer (Clifford circuits, stim)."),
     profile: Optional[str] = ProfileOpt,
     order: Order = OrderOpt,
+    cost: bool = typer.Option(
+        False, "--cost", help="Print each term's cost instead of its value, contracting "
+        "nothing: method, FLOPs, largest intermediate, peak memory, slices and the predicted "
+        "time here; with --profile, also the dp schedule's predicted time on --devices of it."),
+    devices: Optional[int] = typer.Option(
+        None, "--devices", help="With --cost and --profile: devices P (a power of two; "
+        "default one node of the profile)."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Expectation values <psi|P|psi> of Pauli labels on CIRCUIT's state (rightmost = qubit 0).
@@ -66,6 +73,10 @@ def expect(
     backward light cone. Under 'mpiexec -n P' with at least P labels, each rank
     values its share of them alone; with fewer, the plans are made on rank 0 for P
     ranks and run distributed. Rank 0 prints.
+
+    '--cost' prints what each term would cost instead, before anything runs (every time
+    labelled predicted): 'qsimdist expect c.qasm -O ZZII --cost --profile dgx-h100
+    --devices 8'.
     """
     from ..engine.expectation import ExpectationEngine, expectation_values
     from ..engine.pauli_terms import parse_term
@@ -85,6 +96,11 @@ def expect(
         parse_term(label, gc.n_qubits)  # every label is checked before any contraction
     # the engine reads labels in Qiskit's order; natural order is its mirror image
     labels = [reorder_bits(label, order) for label in observable]
+    if devices is not None and not cost:
+        raise InvalidInputError("--devices is for --cost (with --profile)")
+    if cost:
+        return _print_costs(gc, observable, labels, dtype, memory_limit, backend, method,
+                            profile, devices, as_json)
     logger.info("%d observable(s) on %s: %d qubit(s), %d gate(s)", len(labels), circuit,
                 gc.n_qubits, len(gc.gates))
     executor = resolve_executor("auto")  # mpi under mpiexec with several ranks
@@ -118,6 +134,28 @@ def expect(
         f"execute {s.execute_seconds:.2f}s",
         err=True,
     )
+
+
+def _print_costs(gc, observable: list[str], labels: list[str], dtype: str, memory_limit,
+                 backend: str, method: str, profile: Optional[str], devices: Optional[int],
+                 as_json: bool) -> None:
+    """``--cost``: each term's :class:`~qsimdist.engine.term_costs.TermCost`, nothing run."""
+    from ..engine.term_costs import expectation_costs
+    from ..planner.estimate import seconds_text
+
+    costs = expectation_costs(gc, labels, dtype=dtype, memory_limit=memory_limit,
+                              backend=backend, method=method, profile=profile,
+                              devices=devices)
+    if as_json:
+        typer.echo(json.dumps({"n_qubits": gc.n_qubits, "predicted": True, "costs": [
+            dict(c.to_dict(), observable=label) for label, c in zip(observable, costs)]}))
+        return
+    width = max(len(label) for label in observable)
+    for label, c in zip(observable, costs):
+        typer.echo(f"{label:<{width}}  {c.summary().split(': ', 1)[1]}")
+    total = sum(c.predicted_seconds for c in costs if math.isfinite(c.predicted_seconds))
+    typer.echo(f"# {len(costs)} term(s), predicted {seconds_text(total)} here (cost model; "
+               "nothing was contracted)", err=True)
 
 
 __all__ = ["expect"]
