@@ -9,6 +9,7 @@ lifetime ordering -> Plan -> executor.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Sequence
@@ -50,6 +51,8 @@ from .progress import Progress
 
 #: the route's record (kept under its first name for callers of 0.1)
 RouteChoice = Route
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["AmplitudeResult", "PlanRun", "RouteChoice", "amplitude", "amplitudes", "check_fits",
            "check_plan_fits", "choose_route", "contract", "covering_pattern",
@@ -103,20 +106,26 @@ def plan(
             :func:`qsimdist.planner.trees.load_tree`: a qsimdist tree or plan, an
             SSA or linear path, a pickled cotengra ``ContractionTree``); re-sliced
             along the same path where its slicing does not fit ``memory_limit``.
+            The network is simplified as the tree file records (see
+            :func:`tree_network`), which takes precedence over ``simplify_sequence``.
     """
     dtype = check_dtype(dtype)
     budget = MemoryBudget.resolve(memory_limit)  # once: the steps below share it
     limit = budget.limit
     opts = PathOptions.coerce(path_options, max_time, max_repeats)
-    net = simplified_network(circuit, bitstrings=bitstrings, order=order, memory_limit=budget,
-                             dtype=dtype, simplify_sequence=simplify_sequence)
     if tree is None:
+        net = simplified_network(circuit, bitstrings=bitstrings, order=order,
+                                 memory_limit=budget, dtype=dtype,
+                                 simplify_sequence=simplify_sequence)
         return make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts,
                          progbar=progbar)
     from .planner.plan import build_plan, fit_to_memory
-    from .planner.trees import load_tree
+    from .planner.trees import read_tree_file
 
-    given = load_tree(tree, net)
+    found = read_tree_file(tree)
+    net, _ = tree_network(circuit, found, bitstrings=bitstrings, order=order,
+                          memory_limit=budget, dtype=dtype, simplify_sequence=simplify_sequence)
+    given = found.tree_for(net)
     meta = dict(net.meta, search_sliced=list(given.sliced), tree=str(tree))
     p = build_plan(net, given.ssa_path, given.sliced, dtype, meta=meta)
     if limit is not None and p.stats.peak_bytes > limit:
@@ -137,12 +146,22 @@ def simplified_network(
     memory_limit: str | int | None = None,
     dtype: str = "complex64",
     simplify_sequence: str = DEFAULT_SEQUENCE,
+    simplify_engine: str = "qsimdist",
 ) -> Network:
     """The (simplified) network :func:`plan` plans for ``circuit``'s amplitudes.
 
     Trees saved for it (``qsimdist search``) apply to every call that builds
     the same network: the same circuit, pattern, ``order`` and simplification.
+    ``simplify_engine="quimb"`` simplifies with quimb's passes (see
+    :func:`qsimdist.planner.simplify.simplify`): an equal network of another
+    structure, the one the trees shipped before qsimdist had its own passes were
+    searched on.
     """
+    from .planner.trees import SIMPLIFY_ENGINES
+
+    if simplify_engine not in SIMPLIFY_ENGINES:
+        raise InvalidInputError(f"unknown simplification engine {shorten(simplify_engine)}; "
+                                f"valid: {', '.join(SIMPLIFY_ENGINES)}")
     dtype = check_dtype(dtype)
     check_order(order)
     budget = MemoryBudget.resolve(memory_limit)
@@ -158,8 +177,83 @@ def simplified_network(
         check_output(pattern.count("*"), dtype, budget, bounded_none=False)
         net = amplitude_network(obj, pattern, order)
     if net.arrays is not None:
-        net = simplify_within(net, simplify_sequence, limit, dtype)
+        if simplify_engine == "qsimdist":
+            net = simplify_within(net, simplify_sequence, limit, dtype)
+        else:
+            net = _simplify_by(net, simplify_sequence, limit, dtype, simplify_engine)
     return net
+
+
+def _simplify_by(net: Network, seq: str, limit: int | None, dtype: str, engine: str) -> Network:
+    """:func:`~qsimdist.engine.amplitudes.simplify_within` with another engine's passes:
+    a cheap network is left as it is only when memory is no concern, so the same
+    networks are simplified whichever engine does it."""
+    from .planner.simplify import CHEAP_SIZE, simplify
+
+    itemsize = np.dtype(dtype).itemsize
+    leaves = sum(math.prod(net.size_dict[i] for i in t) for t in net.inputs) * itemsize
+    roomy = limit is None or 4 * (leaves + CHEAP_SIZE * itemsize) <= limit
+    return simplify(net, seq, skip_cheap=roomy, engine=engine)
+
+
+def tree_network(
+    circuit,
+    tree,
+    *,
+    bitstrings: str | Sequence[str] | None = None,
+    order: str = "qiskit",
+    memory_limit: str | int | None = None,
+    dtype: str = "complex64",
+    simplify_sequence: str = DEFAULT_SEQUENCE,
+):
+    """(network, :class:`~qsimdist.planner.trees.Simplification`) that ``tree`` was made for.
+
+    ``tree`` is a tree file's path or its :class:`~qsimdist.planner.trees.TreeFile`.
+    A file that records its simplification (``network.simplify``, written by
+    ``qsimdist search``) is planned on the network simplified that way. A qsimdist
+    tree file without the record (those searched before it was kept) whose
+    structure hash the default simplification (qsimdist's passes) does not match is
+    tried on the network quimb's passes make (logged at INFO when that one matches);
+    matching neither is one :class:`~qsimdist.planner.trees.TreeNetworkError` line
+    naming every hash tried. Other formats (paths, plans, cotengra trees) record no
+    network hash: they get the default network, and :meth:`TreeFile.tree_for` checks
+    them.
+    """
+    from .planner.trees import Simplification, TreeFile, TreeNetworkError, read_tree_file
+
+    found = tree if isinstance(tree, TreeFile) else read_tree_file(tree)
+    budget = MemoryBudget.resolve(memory_limit)
+
+    def build(how: Simplification) -> Network:
+        return simplified_network(circuit, bitstrings=bitstrings, order=order,
+                                  memory_limit=budget, dtype=dtype,
+                                  simplify_sequence=how.sequence, simplify_engine=how.engine)
+
+    recorded = found.simplification
+    if recorded is not None:
+        if recorded.sequence != simplify_sequence:
+            logger.info("%s was made for the network simplified with %r (%s's passes); "
+                        "planning on that network", found.source, recorded.sequence,
+                        recorded.engine)
+        # tree_for refuses it (one line) should this circuit's network still differ
+        return build(recorded), recorded
+    default = Simplification("qsimdist", simplify_sequence)
+    net = build(default)
+    want = found.structure_hash
+    if want is None or net.structure_hash() == want or not simplify_sequence:
+        return net, default
+    by_quimb = Simplification("quimb", simplify_sequence)
+    other = build(by_quimb)
+    if other.structure_hash() == want:
+        logger.info("%s records no simplification and was made for the network quimb's passes "
+                    "make (engine='quimb', %r): planning on that network", found.source,
+                    simplify_sequence)
+        return other, by_quimb
+    raise TreeNetworkError(
+        f"{found.source}: the tree was made for another network (structure hash {want[:12]}...; "
+        f"this network's is {net.structure_hash()[:12]}... simplified by qsimdist's passes, "
+        f"{other.structure_hash()[:12]}... by quimb's); plan with the same circuit, bitstring "
+        "pattern, --order and simplification")
 
 
 def amplitudes(

@@ -107,9 +107,10 @@ def search_command(
     'qsimdist plan CIRCUIT --tree TREE.json --profile NAME --devices P'.
     """
     from ._fileio import check_output_target
-    from .api import simplified_network
+    from .api import simplified_network, tree_network
     from .planner.search import MAX_NARROWER, START_FROM, Target, search
-    from .planner.trees import load_tree
+    from .planner.simplify import DEFAULT_SEQUENCE
+    from .planner.trees import Simplification, load_tree
 
     seconds = parse_budget(budget)
     if not 0 <= narrower <= MAX_NARROWER:
@@ -144,8 +145,17 @@ def search_command(
         per_device = MemoryBudget.resolve(memory_limit).limit
         if per_device is None:
             raise InvalidInputError("--memory-limit for a search needs a size, e.g. 16GiB")
-    net = simplified_network(str(circuit), bitstrings=bitstring, order=order,
-                             memory_limit="none", dtype=dtype)
+    # the network is the one the search resumed (or the tree started from) was made for:
+    # the simplification its file records, or the one whose structure hash it matches
+    # (see api.tree_network); the tree file written records it in turn
+    network_kw = dict(bitstrings=bitstring, order=order, memory_limit="none", dtype=dtype)
+    resumed = output.exists() and not fresh
+    if resumed or tree is not None:
+        net, simplification = tree_network(str(circuit), output if resumed else tree,
+                                           **network_kw)
+    else:
+        net = simplified_network(str(circuit), **network_kw)
+        simplification = Simplification("qsimdist", DEFAULT_SEQUENCE)
     start = load_tree(tree, net) if tree is not None else None
 
     def report(state) -> None:
@@ -155,7 +165,7 @@ def search_command(
     logger.info("searching a tree for %s on %s x %d for %.0f s", circuit, prof.name, p, seconds)
     state = search(net, Target.with_memory(prof, p, dtype, per_device, reuse), seconds,
                    out=output, start=start, seed=seed, resume=not fresh, narrower=narrower,
-                   start_from=start_from, on_round=report)
+                   start_from=start_from, on_round=report, simplification=simplification)
     if as_json:
         typer.echo(json.dumps(dict(state.meta()["search"], file=str(output))))
         return

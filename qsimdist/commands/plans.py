@@ -63,7 +63,9 @@ def plan(
     tree: Optional[Path] = typer.Option(
         None, "--tree", help="Plan along this tree instead of searching: a 'qsimdist search' "
         "tree, a saved plan, an SSA path (JSON list of pairs), {\"path\": linear path}, or a "
-        "pickled cotengra ContractionTree (.pkl; read only files you trust)."
+        "pickled cotengra ContractionTree (.pkl; read only files you trust). A qsimdist tree "
+        "is planned on the network simplified as its file records (older files: by quimb's "
+        "passes where that network is the one it was made for)."
     ),
     reuse: bool = typer.Option(
         False, "--reuse", help="With --profile: each group keeps the step outputs worth "

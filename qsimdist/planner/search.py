@@ -33,7 +33,7 @@ from pathlib import Path
 from ..errors import InvalidInputError, PlanError, PlanFormatError
 from ..hardware import HardwareProfile
 from ..network import Network
-from .trees import Tree, from_cotengra, load_tree, save_tree, to_cotengra
+from .trees import Simplification, Tree, from_cotengra, load_tree, save_tree, to_cotengra
 
 #: the share of the budget the first hyper-optimiser search may take (no start tree)
 HYPER_SHARE = 0.25
@@ -133,6 +133,8 @@ class SearchState:
     #: rounds may anneal up to this many powers of two below the schedule's width
     narrower: int = 0
     seed: int = 0
+    #: how the network searched on was simplified (written with the tree, where known)
+    simplification: Simplification | None = None
 
     def record(self, what: str, **extra) -> None:
         self.history.append({"seconds": round(self.spent_seconds, 2), "round": self.rounds,
@@ -167,7 +169,8 @@ class SearchState:
     def save(self, path: str | os.PathLike, net: Network) -> Path:
         meta = dict(self.tree.meta)
         meta.update(self.meta())
-        return save_tree(path, net, Tree(self.tree.ssa_path, self.tree.sliced, meta))
+        return save_tree(path, net, Tree(self.tree.ssa_path, self.tree.sliced, meta,
+                                         self.simplification))
 
 
 def _resume(path: Path, net: Network, target: Target) -> dict | None:
@@ -228,7 +231,8 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
            start: Tree | None = None, seed: int = 0, resume: bool = True,
            round_seconds: float = ROUND_SECONDS, narrower: int = 0,
            start_from: str = "greedy",
-           on_round: Callable[[SearchState], None] | None = None) -> SearchState:
+           on_round: Callable[[SearchState], None] | None = None,
+           simplification: Simplification | None = None) -> SearchState:
     """Search a tree for ``net`` on ``target`` within ``budget_seconds`` of wall clock.
 
     ``out`` is the state file: written after every round; when it already
@@ -239,6 +243,10 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
     :data:`HYPER_SHARE` of the budget (``"hyper"``). ``narrower``: each round
     anneals at the best schedule's width or up to this many powers of two below
     it, drawn by the offsets' past wins (0: always at the schedule's width).
+    ``simplification``: how ``net`` was simplified (e.g. ``Simplification("qsimdist",
+    "ADCRS")`` for :func:`qsimdist.api.simplified_network`'s network), recorded in
+    ``out`` so ``plan --tree`` rebuilds the same network; without it, the record of
+    the resumed file or of ``start`` where they hold one.
     """
     from .path import PathOptions, find_path
 
@@ -279,8 +287,10 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
     t_score = time.perf_counter()
     sc, _, _ = score_tree(net, tree, target)
     scoring = time.perf_counter() - t_score  # reserved at the end of each round
+    if simplification is None:  # the file resumed, or the start tree, knows it (same network)
+        simplification = tree.simplification
     state = SearchState(tree, sc, target, budget_seconds, spent_seconds=spent(), seed=seed,
-                        narrower=narrower)
+                        narrower=narrower, simplification=simplification)
     if prior is not None:
         state.rounds, state.history = prior["rounds"], prior["history"]
         state.tries = prior["tries"]

@@ -3,12 +3,17 @@
 A qsimdist tree file is JSON::
 
     {"schema": "qsimdist-tree", "version": 1,
-     "network": {"structure_hash": ..., "n_tensors": ..., "n_indices": ...},
+     "network": {"structure_hash": ..., "n_tensors": ..., "n_indices": ...,
+                 "simplify": {"engine": "qsimdist", "sequence": "ADCRS"}},
      "ssa_path": [[i, j], ...], "sliced": [k, ...], "meta": {...}}
 
 ``sliced`` holds canonical index positions (see :meth:`Network.canonical`),
 so a tree applies to every network of the same structure whatever its index
-names. :func:`load_tree` also reads, for a given network:
+names. ``network.simplify`` (optional, written since trees record it) says how
+the circuit's network was simplified (:func:`qsimdist.planner.simplify.simplify`'s
+``engine`` and ``seq``), so a planner can rebuild the same network; files
+without it (older ones) read as before, and readers that do not know the key
+ignore it. :func:`load_tree` also reads, for a given network:
 
 * a saved qsimdist plan (its path and slicing);
 * an SSA path as a JSON list of pairs, or ``{"ssa_path": [...]}``;
@@ -34,6 +39,37 @@ from ..network import Network
 TREE_SCHEMA = "qsimdist-tree"
 TREE_VERSION = 1
 PICKLE_SUFFIXES = (".pkl", ".pickle")
+#: the simplification engines a tree file may record (``simplify(..., engine=...)``)
+SIMPLIFY_ENGINES = ("qsimdist", "quimb")
+
+
+class TreeNetworkError(PlanFormatError):
+    """A tree was made for another network than the one it is applied to."""
+
+
+@dataclass(frozen=True)
+class Simplification:
+    """How a circuit's network was simplified before a tree was made for it."""
+
+    engine: str  # "qsimdist" (its own passes) or "quimb" (quimb's full_simplify)
+    sequence: str  # the simplification letters
+
+    def to_dict(self) -> dict:
+        return {"engine": self.engine, "sequence": self.sequence}
+
+    @classmethod
+    def from_dict(cls, d: object, source: str) -> Simplification:
+        if not isinstance(d, dict):
+            raise PlanFormatError(f"{source}: 'network.simplify' must be an object")
+        engine, seq = d.get("engine"), d.get("sequence")
+        if engine not in SIMPLIFY_ENGINES:
+            raise PlanFormatError(
+                f"{source}: 'network.simplify.engine' is {str(engine)[:40]!r}; valid: "
+                f"{', '.join(SIMPLIFY_ENGINES)}")
+        if not isinstance(seq, str):
+            raise PlanFormatError(f"{source}: 'network.simplify.sequence' must be a string of "
+                                  "simplification letters (e.g. 'ADCRS')")
+        return cls(engine, seq)
 
 
 @dataclass
@@ -43,6 +79,8 @@ class Tree:
     ssa_path: list[tuple[int, int]]
     sliced: list[str]  # the network's own index names
     meta: dict = field(default_factory=dict)
+    #: how the network was simplified, where known (a tree file's ``network.simplify``)
+    simplification: Simplification | None = None
 
 
 def _canonical_position(net: Network) -> dict:
@@ -54,11 +92,14 @@ def tree_to_dict(net: Network, tree: Tree) -> dict:
     unknown = [i for i in tree.sliced if i not in pos]
     if unknown:
         raise PlanFormatError(f"sliced indices {unknown[:3]} are not in the network")
+    network = {"structure_hash": net.structure_hash(), "n_tensors": net.num_tensors,
+               "n_indices": len(pos)}
+    if tree.simplification is not None:
+        network["simplify"] = tree.simplification.to_dict()
     return {
         "schema": TREE_SCHEMA,
         "version": TREE_VERSION,
-        "network": {"structure_hash": net.structure_hash(), "n_tensors": net.num_tensors,
-                    "n_indices": len(pos)},
+        "network": network,
         "ssa_path": [list(map(int, p)) for p in tree.ssa_path],
         "sliced": sorted(pos[i] for i in tree.sliced),
         "meta": tree.meta,
@@ -135,15 +176,23 @@ def _from_qsimdist_tree(net: Network, d: dict, source: str) -> Tree:
     want = net.structure_hash()
     if not isinstance(info, dict) or info.get("structure_hash") != want:
         got = info.get("structure_hash") if isinstance(info, dict) else None
-        raise PlanFormatError(
+        raise TreeNetworkError(
             f"{source}: the tree was made for another network (structure hash "
             f"{str(got)[:12]}..., this network's {want[:12]}...); plan with the same "
             "circuit, bitstring pattern, --order and simplification")
     meta = d.get("meta", {})
     if not isinstance(meta, dict):
         raise PlanFormatError(f"{source}: 'meta' must be an object")
+    simplification = _recorded_simplification(d, source)
     return Tree(_check_ssa(d.get("ssa_path"), net.num_tensors, source),
-                _sliced_from_positions(net, d.get("sliced", []), source), meta)
+                _sliced_from_positions(net, d.get("sliced", []), source), meta, simplification)
+
+
+def _recorded_simplification(d: dict, source: str) -> Simplification | None:
+    info = d.get("network")
+    if not isinstance(info, dict) or info.get("simplify") is None:
+        return None
+    return Simplification.from_dict(info["simplify"], source)
 
 
 def _from_saved_plan(net: Network, d: dict, source: str) -> Tree:
@@ -212,8 +261,65 @@ def to_cotengra(net: Network, tree: Tree):
     return ctree
 
 
-def load_tree(path: str | os.PathLike, net: Network) -> Tree:
-    """Read a tree or path file (see the module's docstring) for ``net``."""
+@dataclass
+class TreeFile:
+    """A tree or path file read (once), not yet applied to a network.
+
+    :attr:`structure_hash` and :attr:`simplification` say which network a
+    qsimdist tree file was made for (None for the other formats, which do not
+    record it), so a caller can build that network before :meth:`tree_for`.
+    """
+
+    source: str
+    data: object  # the parsed JSON, or the unpickled object of a .pkl file
+    pickled: bool = False
+
+    def _own(self) -> dict | None:
+        d = self.data
+        return d if isinstance(d, dict) and d.get("schema") == TREE_SCHEMA else None
+
+    @property
+    def structure_hash(self) -> str | None:
+        """The structure hash of the network a qsimdist tree file was made for."""
+        d = self._own()
+        info = d.get("network") if d is not None else None
+        got = info.get("structure_hash") if isinstance(info, dict) else None
+        return got if isinstance(got, str) else None
+
+    @property
+    def simplification(self) -> Simplification | None:
+        """How that network was simplified, where the file records it."""
+        d = self._own()
+        return _recorded_simplification(d, self.source) if d is not None else None
+
+    def tree_for(self, net: Network) -> Tree:
+        """The tree of this file for ``net`` (one :class:`PlanFormatError` line if it does
+        not fit)."""
+        source, data = self.source, self.data
+        if self.pickled:
+            return from_cotengra(net, data, source)
+        if isinstance(data, list):
+            return Tree(_check_ssa(data, net.num_tensors, source), [], {"from": "SSA path"})
+        if not isinstance(data, dict):
+            raise PlanFormatError(f"{source}: expected a tree object or a list of SSA pairs")
+        schema = data.get("schema")
+        if schema == TREE_SCHEMA:
+            return _from_qsimdist_tree(net, data, source)
+        if schema is not None:  # a saved plan (the plan loader names what is wrong)
+            return _from_saved_plan(net, data, source)
+        if "ssa_path" in data:
+            return Tree(_check_ssa(data["ssa_path"], net.num_tensors, source), [],
+                        {"from": "SSA path"})
+        if "path" in data:
+            return Tree(linear_to_ssa(data["path"], net.num_tensors, source), [],
+                        {"from": "linear path"})
+        raise PlanFormatError(
+            f"{source}: not a tree: expected a qsimdist tree or plan, a list of SSA pairs, "
+            "{\"ssa_path\": [...]} or {\"path\": [...]}")
+
+
+def read_tree_file(path: str | os.PathLike) -> TreeFile:
+    """Read a tree or path file (see the module's docstring) without a network."""
     from .._fileio import read_regular_bytes
     from ..network.io import parse_json_text
 
@@ -228,23 +334,10 @@ def load_tree(path: str | os.PathLike, net: Network) -> Tree:
         except Exception as exc:  # noqa: BLE001 - any unreadable pickle
             raise PlanFormatError(f"{source}: not a readable pickle ({type(exc).__name__}: "
                                   f"{exc})") from None
-        return from_cotengra(net, obj, source)
-    data = parse_json_text(raw, source, "the tree", PlanFormatError)
-    if isinstance(data, list):
-        return Tree(_check_ssa(data, net.num_tensors, source), [], {"from": "SSA path"})
-    if not isinstance(data, dict):
-        raise PlanFormatError(f"{source}: expected a tree object or a list of SSA pairs")
-    schema = data.get("schema")
-    if schema == TREE_SCHEMA:
-        return _from_qsimdist_tree(net, data, source)
-    if schema is not None:  # a saved plan (the plan loader names what is wrong)
-        return _from_saved_plan(net, data, source)
-    if "ssa_path" in data:
-        return Tree(_check_ssa(data["ssa_path"], net.num_tensors, source), [],
-                    {"from": "SSA path"})
-    if "path" in data:
-        return Tree(linear_to_ssa(data["path"], net.num_tensors, source), [],
-                    {"from": "linear path"})
-    raise PlanFormatError(
-        f"{source}: not a tree: expected a qsimdist tree or plan, a list of SSA pairs, "
-        "{\"ssa_path\": [...]} or {\"path\": [...]}")
+        return TreeFile(source, obj, pickled=True)
+    return TreeFile(source, parse_json_text(raw, source, "the tree", PlanFormatError))
+
+
+def load_tree(path: str | os.PathLike, net: Network) -> Tree:
+    """Read a tree or path file (see the module's docstring) for ``net``."""
+    return read_tree_file(path).tree_for(net)
