@@ -16,7 +16,6 @@ Term labels follow Qiskit's order: the rightmost character is qubit 0.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 import weakref
@@ -43,6 +42,7 @@ from .pauli_terms import (
     parse_term,
     reading_seconds,
 )
+from .results import ExpectationStats
 from .term_networks import cone_gates_at_least, state_flops, state_network
 from .term_readers import (
     diagonal_terms_on_state,
@@ -52,44 +52,6 @@ from .term_readers import (
     term_on_state,
 )
 from .term_spreading import spread_term_values, worth_spreading
-
-
-@dataclass
-class ExpectationStats:
-    """What an engine did: terms by method, contractions, plans made and reused, seconds, FLOPs.
-
-    ``flops`` are the plans' own counts of the contractions run (the doubled
-    networks, or the light-cone states); applying terms to a state is not counted.
-    """
-
-    terms: int = 0
-    trivial_terms: int = 0
-    doubled_terms: int = 0
-    state_terms: int = 0
-    statevector_terms: int = 0
-    #: statevector terms read in qubit-wise commuting groups, and those groups
-    grouped_terms: int = 0
-    qwc_groups: int = 0
-    #: statevector terms that are Z strings, read together in one pass over |s|^2
-    z_string_terms: int = 0
-    #: terms read off stim's tableau (a Clifford circuit: :mod:`qsimdist.engine.stabilizer`)
-    stabilizer_terms: int = 0
-    #: terms valued one rank each under MPI (:mod:`qsimdist.engine.term_spreading`)
-    spread_terms: int = 0
-    contractions: int = 0
-    #: slices run over all contractions (more than ``contractions`` when a plan was sliced
-    #: to fit the memory limit)
-    slices: int = 0
-    plans_made: int = 0
-    plans_reused: int = 0
-    flops: float = 0.0
-    plan_seconds: float = 0.0
-    execute_seconds: float = 0.0
-    max_light_cone_qubits: int = 0
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 #: how an engine evaluates the terms of one circuit (see :class:`ExpectationEngine`)
 METHODS = ("auto", "statevector", "doubled", "state", "stabilizer")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -173,3 +174,42 @@ class PlanRun:
         for labels in blocks:
             yield labels, self.values[start:start + len(labels)]
             start += len(labels)
+
+
+@dataclass
+class ExpectationStats:
+    """What an engine did: terms by method, contractions, plans made and reused, seconds, FLOPs.
+
+    ``flops`` are the plans' own counts of the contractions run (the doubled
+    networks, or the light-cone states); applying terms to a state is not counted.
+    """
+
+    terms: int = 0
+    trivial_terms: int = 0
+    doubled_terms: int = 0
+    state_terms: int = 0
+    statevector_terms: int = 0
+    #: statevector terms read in qubit-wise commuting groups, and those groups
+    grouped_terms: int = 0
+    qwc_groups: int = 0
+    #: statevector terms that are Z strings, read together in one pass over |s|^2
+    z_string_terms: int = 0
+    #: terms read off stim's tableau (a Clifford circuit: :mod:`qsimdist.engine.stabilizer`)
+    stabilizer_terms: int = 0
+    #: terms valued one rank each under MPI (:mod:`qsimdist.engine.term_spreading`)
+    spread_terms: int = 0
+    contractions: int = 0
+    #: slices run over all contractions (more than ``contractions`` when a plan was sliced
+    #: to fit the memory limit)
+    slices: int = 0
+    plans_made: int = 0
+    plans_reused: int = 0
+    flops: float = 0.0
+    plan_seconds: float = 0.0
+    execute_seconds: float = 0.0
+    max_light_cone_qubits: int = 0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+

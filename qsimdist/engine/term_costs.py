@@ -96,7 +96,7 @@ def term_costs(engine, circuit, terms: Sequence, labels: Sequence[str], *, profi
     ``profile`` (a hardware profile name) and ``devices``: also each contraction's dp
     schedule on that many devices of it. The engine's :attr:`stats` are left as they were.
     """
-    from .expectation import ExpectationStats
+    from .results import ExpectationStats
 
     recorder = CostRecorder(profile, devices)
     stats, route = engine.stats, engine.route
