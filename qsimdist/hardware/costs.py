@@ -97,6 +97,14 @@ TN_SIMPLIFY_SECONDS_PER_GATE = 2e-4
 #: constant (:data:`SEARCH_RATE`), so that the route, like the path, is the same on every
 #: machine
 TN_RATE = SEARCH_RATE
+#: a path search the user gave no budget keeps searching while its best contraction is
+#: predicted (at :data:`SEARCH_RATE`) to take this many times longer than the search so far,
+#: up to :data:`MAX_SCALED_SEARCH_SECONDS`: seconds for a cheap network, minutes for an
+#: hour-long one, as the seed paper's search scales its budget with the predicted cost
+SEARCH_SHARE = 0.1
+MAX_SCALED_SEARCH_SECONDS = 600.0
+#: the least extra search worth starting (seconds)
+MIN_SCALED_SEARCH_SECONDS = 2.0
 #: flop-equivalents of one second of per-contraction work (building, simplifying, planning)
 #: when bitstrings are batched into patterns; only the ratio to the model's flops matters
 #: when batch widths are compared

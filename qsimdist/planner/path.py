@@ -552,12 +552,43 @@ def _search(net: Network, options: PathOptions, target_size: int | None, progbar
         if cost <= NO_SEARCH_COST and tree.max_size() <= NO_SEARCH_SIZE:
             repeats = 0
         if repeats > 0:
+            started = time.perf_counter()
             tree = _hyper_search(inputs, output, size_dict, options, repeats, target_size,
                                  progbar)
+            if options.max_time is None and options.max_repeats is None:
+                tree = _search_more(tree, inputs, output, size_dict, options, target_size,
+                                    progbar, time.perf_counter() - started)
     if target_size is not None and tree.max_size() > target_size:
         tree = _slice(tree, target_size)
     ssa_path = [tuple(int(x) for x in p) for p in tree.get_ssa_path()]
     return ssa_path, list(tree.sliced_inds), sym
+
+
+def _search_more(tree, inputs, output, size_dict, options: PathOptions,
+                 target_size: int | None, progbar: bool, spent: float):
+    """A costly contraction earns a longer search: while the best tree's predicted run
+    (its multiply-adds at :data:`~qsimdist.hardware.costs.SEARCH_RATE`) is more than
+    ``1 / SEARCH_SHARE`` times the search so far, search on for that share of it (at most
+    ``MAX_SCALED_SEARCH_SECONDS`` in all) and keep the cheaper tree. Only where the user
+    gave no budget (``max_time`` and ``max_repeats`` unset); the cheap majority of
+    networks never gets here, and keeps a path independent of the clock."""
+    predicted = float(tree.contraction_cost()) / costs.SEARCH_RATE
+    extra = min(costs.SEARCH_SHARE * predicted, costs.MAX_SCALED_SEARCH_SECONDS) - spent
+    if extra < costs.MIN_SCALED_SEARCH_SECONDS:
+        return tree
+    logger.info("path search: the best contraction is predicted %.3g s; searching %.1f s "
+                "more", predicted, extra)
+    more = replace(options, max_time=extra, seed=options.seed + 1)
+    try:
+        other = _hyper_search(inputs, output, size_dict, more, 1 << 20, target_size, progbar)
+    except PlanError:  # no trial finished in the time: keep what was found
+        return tree
+    better = float(other.contraction_cost()) < float(tree.contraction_cost())
+    logger.info("path search: %s (10^%.2f against 10^%.2f multiply-adds)",
+                "a cheaper tree found" if better else "no cheaper tree",
+                math.log10(max(float(other.contraction_cost()), 1.0)),
+                math.log10(max(float(tree.contraction_cost()), 1.0)))
+    return other if better else tree
 
 
 def _hyper_search(inputs, output, size_dict, options: PathOptions, repeats: int,
