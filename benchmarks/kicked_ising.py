@@ -1,7 +1,8 @@
 """IBM's 127-qubit kicked-Ising expectation values: qsimdist ``EstimatorV2`` beside quimb.
 
     python -m benchmarks.kicked_ising --data ../shared/data [--theta 0.8 1.2]
-        [--observables Z62 W10 W17] [--steps 5] [--memory-limit 4GiB] [--sum-z] [--json FILE]
+        [--observables Z62 W10 W17] [--steps 5] [--final-rx] [--cold] [--memory-limit 4GiB]
+        [--sum-z] [--timeout S] [--json FILE]
 
 The circuit (Kim et al., Nature 618, 500 (2023); ``circuits/kicked_ising/README.md`` of the
 data folder) is built from ``eagle127_edges.json``: per Trotter step ``RX(theta_h)`` on every
@@ -57,11 +58,16 @@ def load_edges(data: str | Path) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in json.loads(path.read_text())]
 
 
-def kicked_ising(edges, theta: float, steps: int, n: int = N_QUBITS):
-    """The Qiskit circuit (:func:`qsimdist.lattice.kicked_ising_circuit`)."""
+def kicked_ising(edges, theta: float, steps: int, n: int = N_QUBITS, final_rx: bool = False):
+    """The Qiskit circuit (:func:`qsimdist.lattice.kicked_ising_circuit`); ``final_rx``: the
+    "k+1" variant of Kim et al.'s Fig. 4, one more ``RX(theta)`` layer after the last step."""
     from qsimdist.lattice import kicked_ising_circuit
 
-    return kicked_ising_circuit(n, edges, theta, steps)
+    qc = kicked_ising_circuit(n, edges, theta, steps)
+    if final_rx:
+        for q in range(n):
+            qc.rx(theta, q)
+    return qc
 
 
 def pauli_label(ops: dict[int, str], n: int = N_QUBITS) -> str:
@@ -71,7 +77,7 @@ def pauli_label(ops: dict[int, str], n: int = N_QUBITS) -> str:
     return label(ops, n)
 
 
-def quimb_circuit(edges, theta: float, steps: int, n: int = N_QUBITS):
+def quimb_circuit(edges, theta: float, steps: int, n: int = N_QUBITS, final_rx: bool = False):
     import quimb.tensor as qtn
 
     circ = qtn.Circuit(n)
@@ -80,6 +86,9 @@ def quimb_circuit(edges, theta: float, steps: int, n: int = N_QUBITS):
             circ.apply_gate("RX", theta, q)
         for a, b in edges:
             circ.apply_gate("RZZ", -math.pi / 2, a, b)
+    if final_rx:
+        for q in range(n):
+            circ.apply_gate("RX", theta, q)
     return circ
 
 
@@ -109,7 +118,7 @@ def child(args) -> dict:
 
         from qsimdist.qiskit import EstimatorV2
 
-        qc = kicked_ising(edges, args.theta, args.steps)
+        qc = kicked_ising(edges, args.theta, args.steps, final_rx=args.final_rx)
         if args.observable == "sumZ":
             obs = SparsePauliOp([pauli_label({q: "Z"}) for q in range(N_QUBITS)])
         else:
@@ -122,7 +131,7 @@ def child(args) -> dict:
     else:
         import quimb.tensor  # noqa: F401  (imported before the timer starts)
 
-        circ = quimb_circuit(edges, args.theta, args.steps)
+        circ = quimb_circuit(edges, args.theta, args.steps, final_rx=args.final_rx)
         t0 = time.perf_counter()
         if args.observable == "sumZ":
             import quimb
@@ -141,11 +150,14 @@ def run_child(contender: str, observable: str, theta: float, args) -> dict:
     env = dict(os.environ)
     if contender == "qsimdist" and args.memory_limit:
         env["QSIMDIST_MEMORY_LIMIT"] = args.memory_limit
+    if contender == "qsimdist" and args.cold:  # an empty path cache of its own
+        env["QSIMDIST_CACHE_DIR"] = tempfile.mkdtemp(prefix="qsimdist-cold-")
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
         out = fh.name
     cmd = [sys.executable, "-m", "benchmarks.kicked_ising", "--data", str(args.data),
            "--child", contender, "--child-observable", observable, "--child-theta", str(theta),
-           "--steps", str(args.steps), "--child-out", out]
+           "--steps", str(args.steps), "--child-out", out] + (
+               ["--final-rx"] if args.final_rx else [])
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env)
     timer = None
@@ -180,6 +192,10 @@ def main(argv=None) -> int:
     p.add_argument("--observables", nargs="+", default=["Z62", "W10", "W17"],
                    choices=sorted(OBSERVABLES))
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--final-rx", action="store_true",
+                   help="the k+1 variant: one more RX layer after the last step")
+    p.add_argument("--cold", action="store_true",
+                   help="each qsimdist process starts with an empty path cache of its own")
     p.add_argument("--memory-limit", default=None, help="QSIMDIST_MEMORY_LIMIT for qsimdist")
     p.add_argument("--sum-z", action="store_true", help="also the sum of the 127 Z terms")
     p.add_argument("--only", choices=["qsimdist", "quimb"], default=None)
@@ -208,7 +224,8 @@ def main(argv=None) -> int:
         for name in names:
             got = {c: run_child(c, name, theta, args) for c in contenders}
             q, r = got.get("qsimdist", {}), got.get("quimb", {})
-            pub = PUBLISHED.get(theta, {}).get(name) if args.steps == 5 else None
+            pub = (PUBLISHED.get(theta, {}).get(name)
+                   if args.steps == 5 and not args.final_rx else None)
             err = abs(q["value"] - pub) if pub is not None and "value" in q else None
             ratio = (r["seconds"] / q["seconds"]) if "seconds" in q and "seconds" in r else None
 
@@ -222,6 +239,7 @@ def main(argv=None) -> int:
                   f"{f(q.get('peak_bytes', 0) / 2**20 if q else None, '11.0f')} "
                   f"{f(r.get('peak_bytes', 0) / 2**20 if r else None, '13.0f')}", flush=True)
             rows.append({"observable": name, "theta": theta, "steps": args.steps,
+                         "final_rx": args.final_rx, "cold": args.cold,
                          "published": pub, "abs_error": err, "ratio": ratio,
                          "memory_limit": args.memory_limit, **{c: got[c] for c in got}})
     if args.json:
