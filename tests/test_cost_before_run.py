@@ -19,6 +19,7 @@ from qsimdist.cli import main
 from qsimdist.engine.expectation import ExpectationEngine, expectation_values
 from qsimdist.errors import InvalidInputError, ProfileError
 from qsimdist.planner.estimate import plan_cost, predicted_local_seconds, seconds_text
+from qsimdist.planner.path import PathOptions
 from qsimdist.planner.plan import build_plan, make_plan
 
 
@@ -177,3 +178,56 @@ def test_cli_expect_cost(tmp_path, capsys):
     rc = main(["expect", str(path), "-O", LABELS[0], "--devices", "8"])
     out, err = capsys.readouterr()
     assert rc == 2 and err.count("\n") == 1 and "--devices is for --cost" in err
+
+
+# ------------------------------------------------------------- search effort by cost
+def _rqc_network():
+    from qsimdist.api import simplified_network
+
+    return simplified_network("rqc_4x5_m12", bitstrings="0" * 20)
+
+
+def test_a_costly_contraction_earns_a_longer_search(monkeypatch, caplog):
+    import logging
+
+    import cotengra as ctg
+
+    from qsimdist.hardware import costs
+    from qsimdist.planner import path
+
+    net = _rqc_network()
+    inputs, output, size_dict, _ = net.symbolic()
+    greedy = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
+    opts = PathOptions(cache=False)
+    # a search of 2 s so far, on a contraction predicted at a fraction of a second: no more
+    assert path._search_more(greedy, inputs, output, size_dict, opts, None, False, 2.0) is greedy
+    # every contraction counts as costly here: 2 s more are earned
+    monkeypatch.setattr(costs, "SEARCH_SHARE", 1e12)
+    monkeypatch.setattr(costs, "MAX_SCALED_SEARCH_SECONDS", 2.0)
+    monkeypatch.setattr(costs, "MIN_SCALED_SEARCH_SECONDS", 0.5)
+    with caplog.at_level(logging.INFO, logger="qsimdist.planner.path"):
+        longer = path._search_more(greedy, inputs, output, size_dict, opts, None, False, 0.0)
+    assert "searching 2.0 s more" in caplog.text
+    assert longer.contraction_cost() < greedy.contraction_cost()  # greedy is easily beaten
+    caplog.clear()  # a budget the user set is the budget
+    with caplog.at_level(logging.INFO, logger="qsimdist.planner.path"):
+        path.find_path(net, PathOptions(cache=False, max_repeats=2))
+    assert "more" not in caplog.text
+
+
+def test_a_plan_that_slicing_made_costly_is_searched_again_slicing_aware(monkeypatch):
+    from qsimdist.hardware import costs
+
+    net = _rqc_network()
+    opts = PathOptions(cache=False)
+    whole = make_plan(net, dtype="complex64", path_options=opts)
+    limit = whole.stats.peak_bytes // 16  # slicing along the path multiplies the work
+    monkeypatch.setattr(costs, "SLICED_RESEARCH_SECONDS", math.inf)
+    along = make_plan(net, dtype="complex64", memory_limit=limit, path_options=opts)
+    assert along.stats.n_slices > 1
+    monkeypatch.setattr(costs, "SLICED_RESEARCH_SECONDS", 0.0)
+    monkeypatch.setattr(costs, "SLICED_RESEARCH_OVERHEAD", 1.0)
+    aware = make_plan(net, dtype="complex64", memory_limit=limit, path_options=opts)
+    assert aware.stats.peak_bytes <= limit
+    assert aware.stats.flops <= along.stats.flops
+    np.testing.assert_allclose(aware.execute(), along.execute(), rtol=1e-4, atol=1e-7)

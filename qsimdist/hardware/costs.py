@@ -105,6 +105,12 @@ SEARCH_SHARE = 0.1
 MAX_SCALED_SEARCH_SECONDS = 600.0
 #: the least extra search worth starting (seconds)
 MIN_SCALED_SEARCH_SECONDS = 2.0
+#: a plan sliced to fit memory along the unsliced search's path that runs more than this
+#: many times that path's FLOPs, and is predicted at least :data:`SLICED_RESEARCH_SECONDS`
+#: (at :data:`SEARCH_RATE`), earns a second, slicing-aware search (cotengra's slicing
+#: reconfiguration at the memory's slicing target); the cheaper plan is kept
+SLICED_RESEARCH_OVERHEAD = 2.0
+SLICED_RESEARCH_SECONDS = 20.0
 #: flop-equivalents of one second of per-contraction work (building, simplifying, planning)
 #: when bitstrings are batched into patterns; only the ratio to the model's flops matters
 #: when batch widths are compared

@@ -445,12 +445,39 @@ def make_plan(
     plan = fit_to_memory(net, unsliced.ssa_path, memory_limit, dtype, sliced=unsliced.sliced,
                          costs=costs)
     plan.stats.path_from_cache = unsliced.from_cache
+    if memory_limit is not None and plan.stats.n_slices > 1:
+        plan = _slicing_aware(net, plan, unsliced, memory_limit, dtype, path_options, progbar,
+                              costs)
     if memory_limit is None or plan.stats.peak_bytes <= memory_limit:
         return plan
     raise PlanError(
         f"memory limit {format_bytes(memory_limit)} is too small: the best sliced plan found "
         f"still peaks at {format_bytes(plan.stats.peak_bytes)}"
     )
+
+
+def _slicing_aware(net: Network, plan: Plan, unsliced, memory_limit: int, dtype: str,
+                   path_options: PathOptions | None, progbar: bool,
+                   costs: LocalCosts | None) -> Plan:
+    """``plan``, or a cheaper one from a slicing-aware search where slicing along the
+    unsliced search's path multiplied its FLOPs (see
+    :data:`~qsimdist.hardware.costs.SLICED_RESEARCH_OVERHEAD`)."""
+    from ..hardware import costs as constants
+
+    if plan.stats.flops / 8 / constants.SEARCH_RATE < constants.SLICED_RESEARCH_SECONDS:
+        return plan
+    whole = build_plan(net, unsliced.ssa_path, (), dtype, costs=costs).stats.flops
+    if plan.stats.flops < constants.SLICED_RESEARCH_OVERHEAD * whole:
+        return plan
+    itemsize = np.dtype(dtype).itemsize
+    floor = math.prod(net.size_dict[i] for i in net.output)
+    aware = find_path(net, path_options, slice_target(memory_limit, itemsize, floor), progbar)
+    other = fit_to_memory(net, aware.ssa_path, memory_limit, dtype, sliced=aware.sliced,
+                          costs=costs)
+    if other.stats.peak_bytes <= memory_limit and other.stats.flops < plan.stats.flops:
+        other.stats.path_from_cache = aware.from_cache
+        return other
+    return plan
 
 
 def slice_target(memory_limit: int, itemsize: int, floor: int = 1) -> int:
