@@ -103,6 +103,10 @@ TN_RATE = SEARCH_RATE
 #: hour-long one, as the seed paper's search scales its budget with the predicted cost
 SEARCH_SHARE = 0.1
 MAX_SCALED_SEARCH_SECONDS = 600.0
+#: trials a search with no budget from the user runs first; more follow, in doubling
+#: batches, only while the best tree so far pays for them (its multiply-adds at
+#: :data:`SEARCH_RATE` over :data:`TRIAL_SECONDS_PER_TENSOR` per trial and tensor)
+FIRST_TRIALS = 4
 #: the least extra search worth starting (seconds)
 MIN_SCALED_SEARCH_SECONDS = 2.0
 #: a plan sliced to fit memory along the unsliced search's path that runs more than this

@@ -553,8 +553,11 @@ def _search(net: Network, options: PathOptions, target_size: int | None, progbar
             repeats = 0
         if repeats > 0:
             started = time.perf_counter()
+            # trials the user left to qsimdist are paid for by the best tree found so far
+            afford = None if options.max_repeats is not None else (
+                lambda best: _affordable_repeats(n, float(best)))
             tree = _hyper_search(inputs, output, size_dict, options, repeats, target_size,
-                                 progbar)
+                                 progbar, afford)
             if options.max_time is None and options.max_repeats is None:
                 tree = _search_more(tree, inputs, output, size_dict, options, target_size,
                                     progbar, time.perf_counter() - started)
@@ -591,8 +594,18 @@ def _search_more(tree, inputs, output, size_dict, options: PathOptions,
     return other if better else tree
 
 
+def _affordable_repeats(n: int, best_cost: float) -> float:
+    """Trials a contraction of ``best_cost`` multiply-adds pays for (the rule of
+    :func:`_default_repeats`, on the best tree found instead of the greedy one)."""
+    return (best_cost / costs.SEARCH_RATE) / (n * costs.TRIAL_SECONDS_PER_TENSOR)
+
+
 def _hyper_search(inputs, output, size_dict, options: PathOptions, repeats: int,
-                  target_size: int | None, progbar: bool):
+                  target_size: int | None, progbar: bool, afford=None):
+    """cotengra's hyper-optimiser, ``repeats`` trials. ``afford(best cost)``: trials run in
+    doubling batches (:data:`~qsimdist.hardware.costs.FIRST_TRIALS` first) while the best
+    tree so far pays for more than were run, up to ``repeats``; no clock is read, so the
+    same network and seed give the same path."""
     import cotengra as ctg
 
     kwargs = dict(
@@ -611,9 +624,20 @@ def _hyper_search(inputs, output, size_dict, options: PathOptions, repeats: int,
         kwargs["slicing_reconf_opts"] = {"target_size": target_size, "allow_outer": False}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        if afford is not None:
+            kwargs["max_repeats"] = min(repeats, costs.FIRST_TRIALS)
         opt = ctg.HyperOptimizer(**kwargs)
         try:
-            return opt.search(inputs, output, size_dict)
+            tree = opt.search(inputs, output, size_dict)
+            done = kwargs["max_repeats"]
+            while afford is not None and done < min(repeats, afford(tree.contraction_cost())):
+                opt.max_repeats = min(done, repeats - done)  # doubling batches
+                tree = opt.search(inputs, output, size_dict)
+                done += opt.max_repeats
+            if afford is not None:
+                logger.info("path search: %d trial(s), best 10^%.2f multiply-adds", done,
+                            math.log10(max(float(tree.contraction_cost()), 1.0)))
+            return tree
         except KeyError:  # every trial failed (e.g. an unreachable slicing target)
             raise PlanError(
                 f"no contraction path found within {repeats} trials"
