@@ -75,6 +75,8 @@ def test_echo_matches_the_dense_unitary(n, steps, sites, obs, seed):
     raw = echo_network(qc, obs).contract_reference()
     assert abs(complex(raw) - ref) < 1e-10
     assert abs(echo_value(qc, obs, dtype="complex64") - ref) < 1e-4
+    # the time-ordered sweep path gives the same value
+    assert abs(echo_value(qc, obs, method="sweep") - ref) < 1e-10
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -142,6 +144,8 @@ def test_observable_forms_and_bad_input():
     net = Network([("a",)], (), {"a": 2}, [np.ones(2, dtype=complex)])
     with pytest.raises(QsimdistError, match="needs a circuit"):
         echo_network(net, "Z0")
+    with pytest.raises(InvalidInputError, match="valid: best, search, sweep"):
+        echo_value(QuantumCircuit(1), "Z0", method="fast")
     with pytest.raises(QsimdistError, match="memory size"):
         echo_value(QuantumCircuit(1), "Z0", memory_limit="lots")
 
@@ -221,6 +225,9 @@ def test_small_instance_of_the_tracker_shape(tracker_qc):
     got = echo_value(wide, "Z52 Z59 Z72")  # Z59 on an idle qubit: Tr(Z Z) / 2 = 1
     assert abs(got - ref) < 1e-10
     plan, cone, net = echo_plan(wide, "Z52 Z72")
+    assert plan.meta["echo_path"]["taken"] in ("search", "sweep")
+    sweep = plan.meta["echo_path"]["sweep"]
+    assert sweep["largest_elements"] <= 4 ** len(cone.qubits)
     assert cone.n_qubits == 156 and set(cone.qubits) <= set(keep)
     assert cone.gates < cone.gates_in
     assert net.num_tensors <= cone_network(cone).num_tensors
