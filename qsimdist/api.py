@@ -177,23 +177,8 @@ def simplified_network(
         check_output(pattern.count("*"), dtype, budget, bounded_none=False)
         net = amplitude_network(obj, pattern, order)
     if net.arrays is not None:
-        if simplify_engine == "qsimdist":
-            net = simplify_within(net, simplify_sequence, limit, dtype)
-        else:
-            net = _simplify_by(net, simplify_sequence, limit, dtype, simplify_engine)
+        net = simplify_within(net, simplify_sequence, limit, dtype, engine=simplify_engine)
     return net
-
-
-def _simplify_by(net: Network, seq: str, limit: int | None, dtype: str, engine: str) -> Network:
-    """:func:`~qsimdist.engine.amplitudes.simplify_within` with another engine's passes:
-    a cheap network is left as it is only when memory is no concern, so the same
-    networks are simplified whichever engine does it."""
-    from .planner.simplify import CHEAP_SIZE, simplify
-
-    itemsize = np.dtype(dtype).itemsize
-    leaves = sum(math.prod(net.size_dict[i] for i in t) for t in net.inputs) * itemsize
-    roomy = limit is None or 4 * (leaves + CHEAP_SIZE * itemsize) <= limit
-    return simplify(net, seq, skip_cheap=roomy, engine=engine)
 
 
 def tree_network(

@@ -114,8 +114,11 @@ def check_output(n_open: int, dtype: str, memory_limit, bounded_none: bool = Tru
     check_fits(need, memory_limit, f"the output of {n_open} open qubits alone ({dtype})")
 
 
-def simplify_within(net: Network, seq: str, limit: int | None, dtype: str) -> Network:
-    """Simplify ``net``; a cheap network is left as it is only when memory is no concern.
+def simplify_within(net: Network, seq: str, limit: int | None, dtype: str,
+                    engine: str = "qsimdist") -> Network:
+    """Simplify ``net`` (``engine``: whose passes, see
+    :func:`qsimdist.planner.simplify.simplify`); a cheap network is left as it is only when
+    memory is no concern.
 
     Simplification also shrinks the leaves every slice loads, so under a
     memory limit that the unsimplified leaves would crowd, it always runs.
@@ -125,7 +128,7 @@ def simplify_within(net: Network, seq: str, limit: int | None, dtype: str) -> Ne
     itemsize = np.dtype(dtype).itemsize
     leaves = sum(math.prod(net.size_dict[i] for i in t) for t in net.inputs) * itemsize
     roomy = limit is None or 4 * (leaves + CHEAP_SIZE * itemsize) <= limit
-    return simplify(net, seq, skip_cheap=roomy)
+    return simplify(net, seq, skip_cheap=roomy, engine=engine)
 
 
 def statevector_amplitudes(gc: GateCircuit, bitstrings: list[str], order: str, dtype: str,
