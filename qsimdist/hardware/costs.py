@@ -115,6 +115,9 @@ MIN_SCALED_SEARCH_SECONDS = 2.0
 #: reconfiguration at the memory's slicing target); the cheaper plan is kept
 SLICED_RESEARCH_OVERHEAD = 2.0
 SLICED_RESEARCH_SECONDS = 20.0
+#: trials of that search at most; its time is bounded as :data:`SEARCH_SHARE` of the
+#: predicted run, at most :data:`MAX_SCALED_SEARCH_SECONDS`
+SLICED_RESEARCH_TRIALS = 64
 #: flop-equivalents of one second of per-contraction work (building, simplifying, planning)
 #: when bitstrings are batched into patterns; only the ratio to the model's flops matters
 #: when batch widths are compared

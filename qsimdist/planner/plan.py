@@ -13,7 +13,7 @@ import base64
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -471,7 +471,14 @@ def _slicing_aware(net: Network, plan: Plan, unsliced, memory_limit: int, dtype:
         return plan
     itemsize = np.dtype(dtype).itemsize
     floor = math.prod(net.size_dict[i] for i in net.output)
-    aware = find_path(net, path_options, slice_target(memory_limit, itemsize, floor), progbar)
+    opts = path_options or PathOptions()
+    if opts.max_time is None and opts.max_repeats is None:
+        # bounded like the search that earned it: a share of the predicted run
+        seconds = plan.stats.flops / 8 / constants.SEARCH_RATE
+        opts = replace(opts, max_time=max(constants.MIN_SCALED_SEARCH_SECONDS, min(
+            constants.SEARCH_SHARE * seconds, constants.MAX_SCALED_SEARCH_SECONDS)),
+            max_repeats=constants.SLICED_RESEARCH_TRIALS)
+    aware = find_path(net, opts, slice_target(memory_limit, itemsize, floor), progbar)
     other = fit_to_memory(net, aware.ssa_path, memory_limit, dtype, sliced=aware.sliced,
                           costs=costs)
     if other.stats.peak_bytes <= memory_limit and other.stats.flops < plan.stats.flops:
