@@ -161,8 +161,9 @@ class ExpectationEngine:
                 # within a quarter of the limit where that costs at most twice the
                 # work (more slices of small networks cost Python time per slice)
                 full = make_plan(net, dtype=self.dtype, memory_limit=limit, path_options=opts)
-                if limit is None:  # unsliced (distributed: then scheduled for the profile)
-                    return full
+                if limit is None or (full.stats.flops / 8 / costs.SEARCH_RATE
+                                     >= costs.SLICED_RESEARCH_SECONDS):
+                    return full  # unsliced (distributed), or costly: slices cost no Python
                 quarter = plan_batch(net, self.dtype, limit, opts, True)
                 return quarter if quarter.stats.flops <= 2 * full.stats.flops else full
 
