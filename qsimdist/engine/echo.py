@@ -325,7 +325,7 @@ def layer_times(cone: EchoCone) -> dict[str, int]:
     return times
 
 
-def sweep_path(net: Network, cone: EchoCone) -> list[tuple[int, int]]:
+def sweep_path(net: Network, cone) -> list[tuple[int, int]]:
     """A time-ordered SSA path: tensors absorbed one by one in the order of the latest
     gate behind their indices (the operator ``W_t O W_t^dag`` evolved gate by gate).
 
@@ -333,8 +333,9 @@ def sweep_path(net: Network, cone: EchoCone) -> list[tuple[int, int]]:
     does far better on shallow cones but, within minutes, far worse on deep ones (4,700
     tensors), so :func:`echo_plan` keeps whichever is cheaper. Indices whose names are
     not :func:`cone_network`'s count as the start of time (the path stays valid).
+    ``cone``: an :class:`EchoCone`, or a dict index name -> time made otherwise.
     """
-    times = layer_times(cone)
+    times = layer_times(cone) if isinstance(cone, EchoCone) else dict(cone)
     n = net.num_tensors
     if n < 2:
         return []
@@ -358,6 +359,92 @@ def _tree_cost(net: Network, ssa_path) -> tuple[float, float]:
     return float(tree.contraction_cost()), float(tree.max_size())
 
 
+#: :func:`greedy_slicing` gives up past this many sliced indices (2^256 slices: no
+#: machine runs them, and the plan's FLOP count would leave the float range further on)
+MAX_SLICED_INDICES = 256
+
+
+def greedy_slicing(net: Network, ssa_path, target_log2: float,
+                   max_indices: int = MAX_SLICED_INDICES) -> list[str]:
+    """Indices to slice along ``ssa_path`` so no intermediate exceeds ``2^target_log2``
+    elements: each round slices the index whose removal takes the most excess (log2
+    elements over the target, summed over the intermediates still too wide) away.
+
+    A coarse, fast slicer for paths that need dozens of sliced indices (a ``2^98``
+    intermediate cut to ``2^26``), where cotengra's and qsimdist's cost-aware slicers
+    take many minutes on thousands of steps; it looks at sizes only, not at the FLOPs
+    the slicing adds (the plan built with it counts those). Output indices are never
+    sliced. Raises :class:`~qsimdist.errors.PlanError` if the target cannot be reached,
+    or not within ``max_indices`` sliced indices.
+    """
+    from ..errors import PlanError
+    from ..planner.lifetime import death_steps
+
+    legs, _, _ = death_steps(net.inputs, net.output, ssa_path, set())
+    names = sorted({i for term in legs for i in term})
+    col = {i: k for k, i in enumerate(names)}
+    w = np.log2([net.size_dict[i] for i in names]) if names else np.zeros(0)
+    pairs = sorted((col[i], r) for r, term in enumerate(legs) for i in term)
+    if not pairs:
+        return []
+    cols = np.array([c for c, _ in pairs])
+    rows = np.array([r for _, r in pairs])
+    starts = np.searchsorted(cols, np.arange(len(names)))
+    ends = np.searchsorted(cols, np.arange(len(names)), side="right")
+    widths = np.zeros(len(legs))
+    np.add.at(widths, rows, w[cols])
+    allowed = np.ones(len(names), dtype=bool)
+    for i in net.output:
+        if i in col:
+            allowed[col[i]] = False
+    sliced: list[str] = []
+    while widths.max() > target_log2 + 1e-9:
+        excess = np.clip(widths - target_log2, 0.0, None)
+        score = np.add.reduceat(excess[rows], starts)
+        score[ends == starts] = 0.0
+        score[~allowed] = -1.0
+        x = int(np.argmax(score))
+        if score[x] <= 0.0:
+            raise PlanError(f"cannot slice this network below 2^{target_log2:.1f} elements "
+                            "per intermediate")
+        if len(sliced) >= max_indices:
+            raise PlanError(f"slicing this path to 2^{target_log2:.1f} elements per "
+                            f"intermediate takes more than {max_indices} sliced indices "
+                            f"(largest intermediate 2^{widths.max():.1f} after {max_indices})")
+        allowed[x] = False
+        sliced.append(names[x])
+        widths[rows[starts[x]:ends[x]]] -= w[x]
+    return sliced
+
+
+def slice_within(net: Network, ssa_path, memory_limit: int | None, dtype: str):
+    """The plan along ``ssa_path`` fitting ``memory_limit`` bytes: qsimdist's own
+    :func:`~qsimdist.planner.plan.fit_to_memory` where a few indices do (the unsliced
+    largest intermediate within ``2^FEW_SLICES_LOG2`` of the first target), else
+    :func:`greedy_slicing`, its target halved until the plan's peak fits."""
+    import math
+
+    from ..planner.plan import build_plan, fit_to_memory, slice_target
+
+    plan = build_plan(net, ssa_path, (), dtype)
+    if memory_limit is None or plan.stats.peak_bytes <= memory_limit:
+        return plan
+    itemsize = np.dtype(dtype).itemsize
+    target = math.log2(max(1, slice_target(memory_limit, itemsize)))
+    if math.log2(max(plan.stats.max_intermediate, 1)) <= target + FEW_SLICES_LOG2:
+        return fit_to_memory(net, ssa_path, memory_limit, dtype)
+    while True:
+        plan = build_plan(net, ssa_path, greedy_slicing(net, ssa_path, target), dtype)
+        if plan.stats.peak_bytes <= memory_limit or target <= 0:
+            return plan
+        target -= 1.0
+
+
+#: :func:`slice_within` hands paths needing more than this many binary sliced indices
+#: (roughly) to :func:`greedy_slicing`
+FEW_SLICES_LOG2 = 16
+
+
 #: how :func:`echo_plan` finds its path
 PATH_METHODS = ("best", "search", "sweep")
 
@@ -375,7 +462,7 @@ def echo_plan(circuit, observable, *, dtype: str = "complex128", memory_limit=No
     what each cost. ``circuit`` may be an :class:`EchoCone` already made.
     """
     from ..planner.path import PathOptions
-    from ..planner.plan import fit_to_memory, make_plan
+    from ..planner.plan import make_plan
     from ..planner.simplify import simplify
 
     dtype = check_dtype(dtype)
@@ -396,7 +483,7 @@ def echo_plan(circuit, observable, *, dtype: str = "complex128", memory_limit=No
         candidates["sweep"] = (path, _tree_cost(net, path), False)
     taken = min(candidates, key=lambda k: candidates[k][1])
     path, _, cached = candidates[taken]
-    plan = fit_to_memory(net, path, limit, dtype)
+    plan = slice_within(net, path, limit, dtype)
     plan.stats.path_from_cache = cached
     if limit is not None and plan.stats.peak_bytes > limit:
         from ..config import format_bytes
@@ -435,6 +522,7 @@ def echo_value(circuit, observable, *, dtype: str = "complex128", memory_limit=N
 
 
 __all__ = [
+    "MAX_SLICED_INDICES",
     "PATH_METHODS",
     "PAULIS",
     "EchoCone",
@@ -443,7 +531,9 @@ __all__ = [
     "echo_network",
     "echo_plan",
     "echo_value",
+    "greedy_slicing",
     "layer_times",
     "parse_observable",
+    "slice_within",
     "sweep_path",
 ]
