@@ -231,3 +231,32 @@ def test_small_instance_of_the_tracker_shape(tracker_qc):
     assert cone.n_qubits == 156 and set(cone.qubits) <= set(keep)
     assert cone.gates < cone.gates_in
     assert net.num_tensors <= cone_network(cone).num_tensors
+
+
+def test_greedy_slicing_and_slice_within_keep_the_value():
+    """The coarse slicer reaches its target and the sliced plan gives the same f; too few
+    allowed indices is refused in one line."""
+    import math
+
+    from qsimdist.engine.echo import greedy_slicing, slice_within, sweep_path
+    from qsimdist.errors import PlanError
+    from qsimdist.planner.plan import build_plan
+
+    qc = echo_circuit(9, 3, (0, 4, 8), 0.15, 7)
+    obs = {3: "Z", 5: "Z"}
+    ref = dense_echo(qc, obs)
+    cone = echo_cone(qc, obs)
+    net = cone_network(cone)
+    path = sweep_path(net, cone)
+    whole = build_plan(net, path, (), "complex128")
+    top = math.log2(whole.stats.max_intermediate)
+    cut = greedy_slicing(net, path, top - 4)
+    sliced = build_plan(net, path, cut, "complex128")
+    assert sliced.stats.max_intermediate <= 2 ** (top - 4)
+    assert abs(complex(sliced.execute()).real - ref) < 1e-10
+    fitted = slice_within(net, path, whole.stats.peak_bytes // 8, "complex128")
+    assert fitted.stats.peak_bytes <= whole.stats.peak_bytes // 8
+    assert abs(complex(fitted.execute()).real - ref) < 1e-10
+    with pytest.raises(PlanError, match="more than 1 sliced indices") as info:
+        greedy_slicing(net, path, top - 6, max_indices=1)
+    assert "\n" not in str(info.value)
