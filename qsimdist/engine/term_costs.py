@@ -138,7 +138,11 @@ def expectation_costs(circuit, paulis: str | Sequence[str], *, dtype: str = "com
         circuit: as for ``expectation_values`` (a Qiskit circuit with bound parameters,
             OpenQASM, .qsim, a quimb ``Circuit``, a ``GateCircuit``).
         paulis: one label or a list, Qiskit order (rightmost character = qubit 0).
-        dtype, memory_limit, backend, path_options, method: as for ``expectation_values``.
+        dtype: ``complex128`` (default) or ``complex64``.
+        memory_limit: peak bytes per contraction (``"8GiB"``; ``None``: the default).
+        backend: ``numpy`` or ``cupy``.
+        path_options: path search options.
+        method: ``auto``, ``statevector``, ``doubled``, ``state`` or ``stabilizer``.
         profile: a hardware profile name (``qsimdist profiles``): each contraction is
             also scheduled on ``devices`` devices of it (default: one node).
         devices: devices of ``profile`` (a power of two).
