@@ -21,7 +21,7 @@ import json
 import time
 from pathlib import Path
 
-from .kicked_ising import OBSERVABLES, kicked_ising, load_edges, pauli_label
+from .kicked_ising import OBSERVABLES, kicked_ising, load_edges, pauli_label, term_arguments
 
 
 def check(qc, label: str, memory_limit: str, repeats: int) -> dict:
@@ -54,13 +54,7 @@ def check(qc, label: str, memory_limit: str, repeats: int) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default="../shared/data")
-    p.add_argument("--steps", type=int, nargs="+", default=[5, 6])
-    p.add_argument("--theta", type=float, nargs="+", default=[0.8, 1.2])
-    p.add_argument("--observables", nargs="+", default=["Z62", "W10", "W17"],
-                   choices=sorted(OBSERVABLES))
-    p.add_argument("--final-rx", action="store_true")
-    p.add_argument("--memory-limit", default="4GiB")
+    term_arguments(p, [5, 6])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)

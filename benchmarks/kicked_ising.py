@@ -53,6 +53,18 @@ PUBLISHED: dict[float, dict[str, float]] = {
 N_QUBITS = 127
 
 
+def term_arguments(parser, steps: list[int]) -> None:
+    """The options the kicked-Ising term benchmarks share (``cost_check``, ``..._frontier``)."""
+    parser.add_argument("--data", default="../shared/data")
+    parser.add_argument("--steps", type=int, nargs="+", default=steps)
+    parser.add_argument("--theta", type=float, nargs="+", default=[0.8, 1.2])
+    parser.add_argument("--observables", nargs="+", default=["Z62", "W10", "W17"],
+                        choices=sorted(OBSERVABLES))
+    parser.add_argument("--final-rx", action="store_true",
+                        help="the k+1 variant: one more RX layer after the last step")
+    parser.add_argument("--memory-limit", default="4GiB")
+
+
 def load_edges(data: str | Path) -> list[tuple[int, int]]:
     path = Path(data) / "circuits" / "kicked_ising" / "eagle127_edges.json"
     return [(int(a), int(b)) for a, b in json.loads(path.read_text())]

@@ -29,7 +29,7 @@ import math
 import time
 from pathlib import Path
 
-from .kicked_ising import OBSERVABLES, kicked_ising, load_edges, pauli_label
+from .kicked_ising import OBSERVABLES, kicked_ising, load_edges, pauli_label, term_arguments
 
 PROFILES = (("dgx-h100", 8), ("h100-ib", 1024))
 
@@ -110,13 +110,7 @@ def clifford_row(edges, steps: int, name: str, args) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default="../shared/data")
-    p.add_argument("--steps", type=int, nargs="+", default=[6, 7])
-    p.add_argument("--theta", type=float, nargs="+", default=[0.8, 1.2])
-    p.add_argument("--observables", nargs="+", default=["Z62", "W10", "W17"],
-                   choices=sorted(OBSERVABLES))
-    p.add_argument("--final-rx", action="store_true")
-    p.add_argument("--memory-limit", default="4GiB")
+    term_arguments(p, [6, 7])
     p.add_argument("--max-predicted", type=float, default=3600.0,
                    help="compute values only where predicted under this many seconds here")
     p.add_argument("--no-clifford", action="store_true")

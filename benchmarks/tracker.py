@@ -55,17 +55,9 @@ def _log10(x: float) -> float:
 
 
 def _seconds(t: float | None) -> str:
-    if t is None:
-        return "-"
-    if not math.isfinite(t):
-        return "inf"
-    if t >= 86400 * 365:
-        return f"{t / (86400 * 365):.3g} y"
-    if t >= 86400:
-        return f"{t / 86400:.3g} d"
-    if t >= 1 or t == 0:
-        return f"{t:.3g} s"
-    return f"{t * 1e3:.3g} ms"
+    from qsimdist.planner.estimate import seconds_text
+
+    return "-" if t is None else seconds_text(t)
 
 
 def _bytes(n: float) -> str:
