@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import warnings
 
 import cotengra as ctg
@@ -289,12 +290,32 @@ def test_planning_a_trivial_network_skips_the_hyper_optimiser(hyper_calls):
     assert np.allclose(res.amplitudes, [2**-0.5, 0], atol=1e-6)
 
 
-def test_an_expensive_network_still_gets_the_hyper_optimiser(hyper_calls):
+def test_an_expensive_network_still_gets_the_hyper_optimiser(hyper_calls, monkeypatch):
+    """A costly network gets trials first (no clock), then a search bounded by time that
+    scales with its predicted run, capped by MAX_SCALED_SEARCH_SECONDS (patched small)."""
+    from qsimdist.hardware import costs
+
+    monkeypatch.setattr(costs, "MAX_SCALED_SEARCH_SECONDS", 3.0)
     calls = hyper_calls
     inputs, output, _, size_dict = ctg.utils.rand_equation(40, 3, d_min=16, d_max=16, seed=1)
     net = Network(inputs, output, size_dict)
+    started = time.perf_counter()
     find_path(net, PathOptions(cache=False))
-    assert len(calls) == 1 and calls[0]["max_repeats"] >= 1
+    assert calls[0]["max_repeats"] >= 1 and calls[0]["max_time"] is None
+    assert len(calls) == 2 and 0 < calls[1]["max_time"] <= 3.0
+    assert time.perf_counter() - started < 60
+
+
+def test_a_users_max_time_bounds_the_whole_search(hyper_calls):
+    """With max_time given, one hyper-optimiser search under that budget: no trial batches
+    (each of which would restart cotengra's clock) and no scaled search after it."""
+    calls = hyper_calls
+    inputs, output, _, size_dict = ctg.utils.rand_equation(40, 3, d_min=16, d_max=16, seed=1)
+    net = Network(inputs, output, size_dict)
+    started = time.perf_counter()
+    find_path(net, PathOptions(cache=False, max_time=2.0))
+    assert len(calls) == 1 and calls[0]["max_time"] == 2.0
+    assert time.perf_counter() - started < 30
 
 
 def test_first_run_of_ghz_loads_neither_quimb_nor_numba(tmp_path):

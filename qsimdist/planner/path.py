@@ -553,8 +553,11 @@ def _search(net: Network, options: PathOptions, target_size: int | None, progbar
             repeats = 0
         if repeats > 0:
             started = time.perf_counter()
-            # trials the user left to qsimdist are paid for by the best tree found so far
-            afford = None if options.max_repeats is not None else (
+            # trials the user left to qsimdist are paid for by the best tree found so far;
+            # a user's max_time is one budget for the whole search, so no batches then
+            # (cotengra restarts its clock on every search call)
+            afford = None if (options.max_repeats is not None
+                              or options.max_time is not None) else (
                 lambda best: _affordable_repeats(n, float(best)))
             tree = _hyper_search(inputs, output, size_dict, options, repeats, target_size,
                                  progbar, afford)
