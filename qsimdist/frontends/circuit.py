@@ -104,6 +104,10 @@ class GateCircuit:
     #: :class:`ControlledGate` (``None``: :attr:`gates` as they are); a circuit derived
     #: from this one (a light cone, a relabelling) does not carry it
     compact: GateCircuit | None = field(default=None, repr=False, compare=False)
+    #: gates of the source circuit applied through a definition that is not their exact
+    #: operator (:func:`~qsimdist.frontends.qiskit_circuit.recording_definitions`); a
+    #: derived circuit does not carry it
+    by_definition: list = field(default_factory=list, repr=False, compare=False)
 
     def statevector_form(self) -> GateCircuit:
         """The circuit the statevector route runs: :attr:`compact` where there is one."""

@@ -29,15 +29,23 @@ without 10^5 ``to_matrix`` calls.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import numbers
+import threading
 
 import numpy as np
 
 from ..errors import InvalidInputError, UnsupportedInstructionError, shorten
 from .circuit import MAX_GATE_QUBITS, ControlledGate, GateCircuit
 from .circuit import Gate as IRGate
+from .operator_gates import (
+    OPERATOR_GATE_QUBITS,
+    definition_is_operator,
+    evolution_matrix,
+    is_pauli_evolution,
+)
 
 _SKIPPED = {"barrier", "delay"}
 #: how deep definitions may nest before the expansion gives up (a cycle, or a pathological
@@ -202,6 +210,19 @@ COMPACT_MIN_QUBITS = 5
 COMPACT_MAX_TARGETS = 2
 
 
+def states_operator(op) -> bool:
+    """Whether the conversion may take ``op`` whole, as an operator of its own, rather than
+    through its definition: a gate stating its matrix (``__array__``), or a
+    ``PauliEvolutionGate`` on at most
+    :data:`~qsimdist.frontends.operator_gates.OPERATOR_GATE_QUBITS` qubits (its operator
+    ``e^{-iHt}``, where the definition is a product formula). The lowering of dynamic
+    circuits asks this before controlling a gate by a classical condition: such a gate is
+    controlled whole (``gate.control()``), any other through its definition's gates."""
+    if hasattr(type(op), "__array__"):
+        return True
+    return is_pauli_evolution(op) and op.num_qubits <= OPERATOR_GATE_QUBITS
+
+
 def _definition_preferred(op) -> bool:
     """Whether a wide gate is better expanded than taken as its matrix: anything but a
     matrix gate, a Hamiltonian gate or a gate controlling one."""
@@ -238,6 +259,9 @@ class _Conversion:
         #: ``(first gate, end, global phase added, ControlledGate)`` per multi-controlled
         #: gate: the gates ``first:end`` of ``gc.gates`` are its matrix or expansion
         self.marks: list[tuple[int, int, float, ControlledGate]] = []
+        #: gates that state an exact operator but were applied through a definition that
+        #: is not it (see :meth:`evolution`): ``{"gate", "qubits", "where", "why"}`` each
+        self.by_definition: list[dict] = []
 
     def compact_form(self, inst, index: dict) -> ControlledGate | None:
         """The :class:`ControlledGate` a Qiskit multi-controlled gate (``MCXGate``,
@@ -387,6 +411,8 @@ class _Conversion:
                     f"instruction {where} has the parameter {value}; parameters must be "
                     "finite numbers (NaN or infinite angles leave the amplitude undefined)"
                 )
+        if is_pauli_evolution(op) and self.evolution(op, qubits, logical, where):
+            return
         wide = len(qubits) > MAX_GATE_QUBITS
         if not wide and len(qubits) > DENSE_GATE_QUBITS and _definition_preferred(op):
             # a library gate on many qubits (QFTGate, MCXGate): its few gates fuse and
@@ -420,6 +446,27 @@ class _Conversion:
         gc.append(matrix, tuple(reversed(qubits)), op.name)
         if key is not None:
             matrices[key] = gc.gates[-1].matrix
+
+    def evolution(self, op, qubits: list[int], logical: list[int], where: str) -> bool:
+        """A ``PauliEvolutionGate``: ``True`` where it was appended as its operator
+        ``e^{-iHt}`` (:mod:`~qsimdist.frontends.operator_gates`); ``False`` where its
+        definition is to be followed, either because that definition is the operator
+        exactly or, noted in :attr:`by_definition`, because the gate is wider than
+        :data:`~qsimdist.frontends.operator_gates.OPERATOR_GATE_QUBITS` or its operator
+        cannot be built."""
+        if definition_is_operator(op):
+            return False
+        why = f"wider than {OPERATOR_GATE_QUBITS} qubits"
+        if len(qubits) <= OPERATOR_GATE_QUBITS:
+            matrix = evolution_matrix(op)
+            if matrix is not None:
+                # Qiskit's matrices are little-endian in qargs: reverse to big-endian
+                self.gc.gates.append(IRGate(matrix, tuple(reversed(qubits)), op.name))
+                return True
+            why = "its operator is not a numeric Hermitian Pauli sum, or its time not a number"
+        self.by_definition.append({"gate": op.name, "qubits": len(qubits), "where": where,
+                                   "why": why})
+        return False
 
     def permute(self, logical: list[int], pattern: list[int], where: str) -> None:
         """A ``PermutationGate`` on the circuit's qubits ``logical``: position ``k`` receives
@@ -477,6 +524,7 @@ class _Conversion:
         if found is None:
             sub = _Conversion(GateCircuit(len(qubits)))
             sub.matrices, sub.keys = self.matrices, self.keys
+            sub.by_definition = self.by_definition
             try:
                 sub.expand_here(definition, list(range(len(qubits))), where, depth)
             except Exception:  # noqa: BLE001 - expanded again in place, to raise there
@@ -700,4 +748,34 @@ def from_qiskit(qc) -> GateCircuit:  # qc: qiskit.QuantumCircuit
     compact = conversion.compact_circuit()
     conversion.relabel(*([compact] if compact is not None else []))
     gc.compact = compact
+    notes = {note["where"]: note for note in conversion.by_definition}
+    gc.by_definition = list(notes.values())
+    for recorder in getattr(_RECORDERS, "active", ()):
+        for where, note in notes.items():
+            recorder.setdefault(where, note)
     return gc
+
+
+_RECORDERS = threading.local()
+
+
+@contextlib.contextmanager
+def recording_definitions():
+    """Collect, from every :func:`from_qiskit` call in this thread inside the block, the
+    gates applied through a definition that is not their exact operator (a
+    ``PauliEvolutionGate`` wider than
+    :data:`~qsimdist.frontends.operator_gates.OPERATOR_GATE_QUBITS` qubits whose terms do
+    not commute): yields a list, filled on exit, of ``{"gate", "qubits", "where", "why"}``
+    dicts, one per instruction. The Qiskit primitives put it in each pub's metadata under
+    ``"gates_by_definition"``."""
+    found: dict[str, dict] = {}
+    out: list[dict] = []
+    active = getattr(_RECORDERS, "active", None)
+    if active is None:
+        active = _RECORDERS.active = []
+    active.append(found)
+    try:
+        yield out
+    finally:
+        del active[next(i for i, r in enumerate(active) if r is found)]
+        out.extend(found.values())

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import UnsupportedInstructionError, shorten
-from ..frontends.qiskit_circuit import expansion_of, permutation_pattern
+from ..frontends.qiskit_circuit import expansion_of, permutation_pattern, states_operator
 
 _SKIPPED = ("barrier", "delay")
 #: the classical-expression nodes a condition may use (``qiskit.circuit.classical.expr``)
@@ -217,7 +217,7 @@ class _Lowering:
             definition, why = None, ""
             if composite:
                 definition, why = expansion_of(op, where)
-            elif controls and (not hasattr(type(op), "__array__")
+            elif controls and (not states_operator(op)
                                or permutation_pattern(op) is not None):
                 definition, why = expansion_of(op, where)  # control its gates
                 composite = definition is not None

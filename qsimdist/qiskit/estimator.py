@@ -46,7 +46,7 @@ from ..engine.pauli_terms import PauliTerm, parse_term
 from ..errors import ExecutionError, InvalidInputError, shorten
 from ..executors import bind_executor
 from ..frontends.circuit import GateCircuit
-from ..frontends.qiskit_circuit import from_qiskit
+from ..frontends.qiskit_circuit import from_qiskit, recording_definitions
 from ..planner.path import PathOptions
 from .dynamic import LoweredCircuit, lower_circuit, needs_lowering
 from .errors import qiskit_errors
@@ -251,10 +251,11 @@ class EstimatorV2(BaseEstimatorV2):
         o_of = np.broadcast_to(np.arange(observables.size).reshape(observables.shape), shape)
 
         pairs = _pairs(p_of, o_of)  # every (binding, observable) pair the broadcast needs
-        if needs_lowering(pub.circuit):
-            evs = _BranchSampler(engine, pub, rng).evs(p_of, o_of, pairs, precision)
-        else:
-            evs = self._static_evs(pub, p_of, o_of, pairs, rng, precision)
+        with recording_definitions() as by_definition:
+            if needs_lowering(pub.circuit):
+                evs = _BranchSampler(engine, pub, rng).evs(p_of, o_of, pairs, precision)
+            else:
+                evs = self._static_evs(pub, p_of, o_of, pairs, rng, precision)
         stds = np.zeros(shape, dtype=np.float64)
         after = engine.stats.to_dict()
         spent = {k: after[k] - before[k] for k in after if k != "max_light_cone_qubits"}
@@ -265,6 +266,7 @@ class EstimatorV2(BaseEstimatorV2):
             "simulator": "qsimdist",
             "qsimdist": spent,
             "route": engine.route,
+            "gates_by_definition": by_definition,
         })
 
     def _static_evs(self, pub: EstimatorPub, p_of: np.ndarray, o_of: np.ndarray,

@@ -34,6 +34,7 @@ from ..config import reorder_bits
 from ..engine.contractor import Contractor
 from ..engine.sampling import METHODS, SampleInfo, sample_bits
 from ..errors import InvalidInputError, shorten
+from ..frontends.qiskit_circuit import recording_definitions
 from .dynamic import LoweredCircuit, lower_circuit
 from .errors import qiskit_errors
 from .options import PrimitiveOptions, submit_job
@@ -182,20 +183,22 @@ class SamplerV2(BaseSamplerV2):
         template = _lowered_template(circuit, pub) if bound.size > 1 else None
         if template is not None:  # lowered once, bound per parameter set
             bound = pub.parameter_values.bind_all(template.circuit)
-        for index, one in np.ndenumerate(bound):
-            if template is not None:
-                one = dataclasses.replace(template, circuit=one)
-            drawn = sample_circuit(one, pub.shots, rng, contractor, self._options.method)
-            infos.append(drawn.info)
-            for creg in registers:
-                arrays[creg.name][index] = _pack(drawn.clbits, clbit_of[creg.name])
-            if self._options.return_amplitudes:
-                amplitudes[index] = self._amplitudes(drawn, contractor)
+        with recording_definitions() as by_definition:
+            for index, one in np.ndenumerate(bound):
+                if template is not None:
+                    one = dataclasses.replace(template, circuit=one)
+                drawn = sample_circuit(one, pub.shots, rng, contractor, self._options.method)
+                infos.append(drawn.info)
+                for creg in registers:
+                    arrays[creg.name][index] = _pack(drawn.clbits, clbit_of[creg.name])
+                if self._options.return_amplitudes:
+                    amplitudes[index] = self._amplitudes(drawn, contractor)
         meas = {creg.name: BitArray(arrays[creg.name], creg.size) for creg in registers}
         metadata = {
             "shots": pub.shots,
             "circuit_metadata": pub.circuit.metadata,
             "sampling": _summary(infos),
+            "gates_by_definition": by_definition,
         }
         if self._options.return_amplitudes:
             metadata["amplitudes"] = amplitudes.get((), {}) if pub.shape == () else amplitudes

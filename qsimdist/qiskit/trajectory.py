@@ -55,7 +55,12 @@ import numpy as np
 
 from ..errors import ExecutionError, UnsupportedInstructionError
 from ..executors.statevector import apply_gates, blas_threads
-from ..frontends.qiskit_circuit import expansion_of, from_qiskit, permutation_pattern
+from ..frontends.qiskit_circuit import (
+    expansion_of,
+    from_qiskit,
+    permutation_pattern,
+    states_operator,
+)
 from .dynamic import (
     MAX_EXPRESSION_QUBITS,
     expression_bits,
@@ -202,7 +207,7 @@ class _Compiler:
             definition = None
             if composite:
                 definition, _ = expansion_of(op, where)
-            elif controls and (not hasattr(type(op), "__array__")
+            elif controls and (not states_operator(op)
                                or permutation_pattern(op) is not None):
                 definition, _ = expansion_of(op, where)
                 composite = definition is not None
