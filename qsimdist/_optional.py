@@ -14,6 +14,7 @@ _EXTRAS = {
     "qiskit_qasm3_import": ("qasm3", "OpenQASM 3 import"),
     "matplotlib": ("plot", "plots"),
     "qsimcirq": ("qsim", "the qsim statevector engine"),
+    "stim": ("qec", "the stabilizer route and QEC decoding"),
     "cirq": ("qsim", "the qsim statevector engine"),
     "qiskit": ("", "Qiskit circuits"),
     "quimb": ("", "quimb networks, PEPS and quimb's own simplification letters"),

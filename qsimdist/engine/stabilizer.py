@@ -33,13 +33,16 @@ tableau's own decomposition; stim qubit ``q`` is qubit ``q`` of the circuit
   ``0``); projectors (``0 1 + - r l``) in a term are postselected one by one,
   each contributing its probability (``1``, ``0`` or ``1/2``).
 
-stim is optional (the ``qec`` extra): without it nothing is detected and the
-other routes run. Its price (:func:`stabilizer_seconds`) sits beside theirs in
+stim is a dependency of qsimdist (it is also what the ``qec`` extra brings).
+Where it is missing nothing is detected, the other routes run, and the
+primitives' metadata names the absent route and how to install it
+(:func:`absent_routes`). Its price (:func:`stabilizer_seconds`) sits beside theirs in
 the router (:func:`qsimdist.engine.router.route_stabilizer`).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import threading
@@ -69,11 +72,27 @@ _PAULI = (
 _LETTER = "_XYZ"
 
 
+@functools.cache
 def stabilizer_available() -> bool:
-    """Whether stim can be imported (the ``qec`` extra)."""
+    """Whether stim can be imported: a dependency of qsimdist (and of its ``qec`` extra),
+    so absent only where it was removed or has no wheel. Probed once per process (the
+    probe, ``importlib.util.find_spec``, took 0.27 ms, and ran for every circuit)."""
     from .._optional import available
 
     return available("stim")
+
+
+#: how the metadata names the stabilizer route's absence
+STABILIZER_ABSENT = ("stim is not installed, so Clifford circuits take the statevector or "
+                     "tensor-network routes; install it with: pip install 'qsimdist[qec]' "
+                     "(or pip install stim)")
+
+
+def absent_routes() -> dict[str, str]:
+    """The routes the primitives price that this installation lacks, each with what
+    brings it (``{}`` where every one is there). The Qiskit primitives put it in each
+    pub's metadata under ``"routes_absent"``."""
+    return {} if stabilizer_available() else {"stabilizer": STABILIZER_ABSENT}
 
 
 def stabilizer_seconds(n_qubits: int, n_gates: int, *, terms: int = 0, shots: int = 0,
@@ -377,9 +396,9 @@ def _clifford_or_refuse(gc: GateCircuit, method: str) -> StabilizerCircuit | Non
     sc = to_stabilizer(gc)
     if sc is None and method == "stabilizer":
         if not stabilizer_available():
-            from .._optional import require
+            from ..errors import MissingDependencyError
 
-            require("stim")  # raises MissingDependencyError naming the extra
+            raise MissingDependencyError(f"method 'stabilizer' needs stim: {STABILIZER_ABSENT}")
         where = next((f"{g.name!r} on qubits {g.qubits} (gate {k})"
                       for k, g in enumerate(gc.gates) if gate_program(g.matrix) is None), "")
         raise InvalidInputError(
@@ -471,6 +490,8 @@ if __name__ == "__main__":  # pragma: no cover
 
 __all__ = [
     "CLIFFORD_TOLERANCE",
+    "STABILIZER_ABSENT",
+    "absent_routes",
     "StabilizerChoice",
     "choose_for_sampling",
     "choose_for_terms",

@@ -43,6 +43,7 @@ from qiskit.primitives.containers.estimator_pub import EstimatorPub
 from ..config import check_dtype
 from ..engine.expectation import METHODS, ExpectationEngine
 from ..engine.pauli_terms import PauliTerm, parse_term
+from ..engine.stabilizer import absent_routes
 from ..errors import ExecutionError, InvalidInputError, shorten
 from ..executors import bind_executor
 from ..frontends.circuit import GateCircuit
@@ -267,6 +268,7 @@ class EstimatorV2(BaseEstimatorV2):
             "qsimdist": spent,
             "route": engine.route,
             "gates_by_definition": by_definition,
+            "routes_absent": absent_routes(),
         })
 
     def _static_evs(self, pub: EstimatorPub, p_of: np.ndarray, o_of: np.ndarray,

@@ -33,6 +33,7 @@ from qiskit.primitives import BaseSamplerV2, BitArray
 from ..config import reorder_bits
 from ..engine.contractor import Contractor
 from ..engine.sampling import METHODS, SampleInfo, sample_bits
+from ..engine.stabilizer import absent_routes
 from ..errors import InvalidInputError, shorten
 from ..frontends.qiskit_circuit import recording_definitions
 from .dynamic import LoweredCircuit, lower_circuit
@@ -199,6 +200,7 @@ class SamplerV2(BaseSamplerV2):
             "circuit_metadata": pub.circuit.metadata,
             "sampling": _summary(infos),
             "gates_by_definition": by_definition,
+            "routes_absent": absent_routes(),
         }
         if self._options.return_amplitudes:
             metadata["amplitudes"] = amplitudes.get((), {}) if pub.shape == () else amplitudes
