@@ -255,7 +255,8 @@ class ExpectationEngine:
         return values
 
     def _statevector_values(self, circuit: GateCircuit, terms: Sequence[PauliTerm],
-                            live: list[int], values: np.ndarray, route) -> None:
+                            live: list[int], values: np.ndarray, route,
+                            cache=None) -> None:
         """Every live term read off the full state (fused gates applied in circuit order).
 
         numpy's passes split the state over the cores themselves, with BLAS on one
@@ -263,10 +264,10 @@ class ExpectationEngine:
         from ..executors.statevector import blas_threads
 
         with blas_threads(1):
-            self._read_statevector(circuit, terms, live, values, route)
+            self._read_statevector(circuit, terms, live, values, route, cache)
 
     def _read_statevector(self, circuit: GateCircuit, terms: Sequence[PauliTerm],
-                          live: list[int], values: np.ndarray, route) -> None:
+                          live: list[int], values: np.ndarray, route, cache=None) -> None:
         from ..frontends.fusion import statevector_flops
         from .statevector_run import final_state
 
@@ -277,7 +278,8 @@ class ExpectationEngine:
         if held is not None:
             (state, fused), fuse_seconds = held, 0.0
         else:
-            state, fused, fuse_seconds = final_state(circuit, self.dtype, route, work=sim_work)
+            state, fused, fuse_seconds = final_state(circuit, self.dtype, route, work=sim_work,
+                                                     cache=cache)
             if self.keep_state:  # read only from here on: nothing below writes the state
                 self._held = (weakref.ref(circuit), self.dtype, state, fused)
         t1 = t0 + fuse_seconds
@@ -414,7 +416,9 @@ class ExpectationEngine:
             return side
 
         if self.method in ("auto", "statevector"):
-            from .router import route_state_reading, tn_floor
+            from .router import CircuitCache, route_state_reading, tn_floor
+
+            cache = CircuitCache(original)  # the blocks priced are the blocks run
 
             read = reading_seconds(original.n_qubits, live_terms)
 
@@ -434,7 +438,8 @@ class ExpectationEngine:
                 method=self.method, executor=self.executor, backend=self.backend,
                 tn_method=lambda: prepared()["choice"][0], tn_seconds_predicted=tn_seconds,
                 read_seconds=read,
-                tn_floor_seconds=tn_floor(cone_gates_at_least(original, live_terms), 1))
+                tn_floor_seconds=tn_floor(cone_gates_at_least(original, live_terms), 1),
+                cache=cache)
             if clifford is not None:
                 from .router import prefer_stabilizer
 
@@ -447,7 +452,7 @@ class ExpectationEngine:
             if route.method == "statevector" and self._costing is not None:
                 return self._costing.routed(route, len(terms))
             if route.method == "statevector":
-                self._statevector_values(original, terms, live, values, route)
+                self._statevector_values(original, terms, live, values, route, cache)
                 return values
             method, kept, qubits, tn_s = prepared()["choice"]
         else:

@@ -210,6 +210,8 @@ class ExpectationStats:
     max_light_cone_qubits: int = 0
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        # every field is a number: a shallow copy (asdict's deep copy cost 8 us per call,
+        # twice per pub of the estimator)
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 

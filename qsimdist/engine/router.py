@@ -31,6 +31,7 @@ modules of the request (amplitudes, sampling, expectation values).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -83,7 +84,7 @@ class Route:
     stabilizer_seconds: float | None = None
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # scalars
 
 
 def tn_floor(n_gates: int, contractions: int) -> float:
@@ -345,6 +346,15 @@ def _qsim_load_seconds() -> float:
     return costs.QSIM_IMPORT_SECONDS if qsim_engine.direct_failed() else costs.QSIM_LOAD_SECONDS
 
 
+@functools.cache
+def qsim_installed() -> bool:
+    """Whether qsimcirq can be imported: probed once per process (``find_spec`` costs about
+    0.2 ms, and the router asks on every complex64 request)."""
+    from .._optional import available
+
+    return available("qsimcirq")
+
+
 def statevector_engine(gc: GateCircuit, dtype: str, width: int, seconds: float,
                        ) -> tuple[str, int, float]:
     """``(engine, fusion width, predicted seconds)`` of the statevector route.
@@ -357,7 +367,6 @@ def statevector_engine(gc: GateCircuit, dtype: str, width: int, seconds: float,
     """
     import os
 
-    from .._optional import available
     from ..errors import shorten
     from ..executors.qsim_engine import FUSED_GATE_QUBITS, MAX_GATE_QUBITS
     from ..frontends.fusion import fusion_blocks
@@ -375,7 +384,7 @@ def statevector_engine(gc: GateCircuit, dtype: str, width: int, seconds: float,
         why_not = f"qsim computes in complex64 only, not {dtype}"
     elif max((len(g.qubits) for g in gc.gates), default=0) > MAX_GATE_QUBITS:
         why_not = f"qsim applies gates of at most {MAX_GATE_QUBITS} qubits"
-    elif not available("qsimcirq"):
+    elif not qsim_installed():
         why_not = "qsimcirq is not installed (pip install 'qsimdist[qsim]')"
     if why_not is not None:
         if choice == "qsim":
@@ -462,7 +471,8 @@ def route_amplitudes(gc: GateCircuit, bits: list[str], *, order: str, dtype: str
 def route_state_reading(gc: GateCircuit, *, what: str, dtype: str, budget: MemoryBudget,
                         method: str, executor: str, backend: str, tn_method,
                         tn_seconds_predicted, read_seconds: float,
-                        tn_floor_seconds: float = 0.0) -> Route:
+                        tn_floor_seconds: float = 0.0,
+                        cache: CircuitCache | None = None) -> Route:
     """The route for a request answered by reading the final state (shots, Pauli terms).
 
     ``tn_method`` / ``tn_seconds_predicted``: the cheapest tensor-network method
@@ -472,7 +482,9 @@ def route_state_reading(gc: GateCircuit, *, what: str, dtype: str, budget: Memor
     than ``tn_floor_seconds``, a lower bound on the tensor network's seconds:
     cheap routes are priced first). ``read_seconds``: predicted seconds to read the
     answer off the full state (drawing the shots, or every term). ``what`` names the
-    request in errors.
+    request in errors. ``cache`` (:class:`CircuitCache`) keeps the fusion block
+    structures priced here for the run (:func:`~qsimdist.engine.statevector_run.final_state`
+    fuses from them: the blocks are worked out once per call).
     """
     if executor_kind(executor).distributed:
         if method == "statevector":
@@ -483,7 +495,7 @@ def route_state_reading(gc: GateCircuit, *, what: str, dtype: str, budget: Memor
         return Route(str(_LazyName(tn_method)) if callable(tn_method) else tn_method,
                      f"executor {executor!r}", executor=executor)
     decided, need, width, sv, engine = _statevector(gc, dtype, budget, method, backend,
-                                                    tn_method)
+                                                    tn_method, cache)
     if decided is not None:
         return decided
     total = sv + read_seconds

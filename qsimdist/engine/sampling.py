@@ -131,9 +131,12 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
             tn_side["method"], tn_side["notes"] = choose_method(folded, measured)
         return tn_side
 
-    route = None
+    route = cache = None
     if method in ("auto", "statevector"):
-        route = route_sampling(original, prepared, measured, shots, contractor, method)
+        from .router import CircuitCache
+
+        cache = CircuitCache(original)  # the fusion blocks priced are the blocks run
+        route = route_sampling(original, prepared, measured, shots, contractor, method, cache)
         if clifford is not None:
             from .router import prefer_stabilizer
 
@@ -151,7 +154,8 @@ def sample_bits(circuit: GateCircuit, measured: list[int], shots: int,
         notes = prepared()["notes"] if method in ("auto", "statevector") else {}
     if chosen == "statevector":
         u = rng.random(shots)
-        bits, probs, flops = sample_statevector(original, measured, contractor.dtype, route, u)
+        bits, probs, flops = sample_statevector(original, measured, contractor.dtype, route, u,
+                                                cache)
         info = SampleInfo("statevector", m, original.n_qubits, predicted_flops=flops,
                           extra={"route": route.to_dict()})
         return bits, info, probs
@@ -200,12 +204,13 @@ def _sample_stabilizer(choice, measured: list[int], shots: int, rng: np.random.G
 
 
 def route_sampling(original: GateCircuit, prepared, measured: list[int], shots: int,
-                   contractor: Contractor, method: str):
+                   contractor: Contractor, method: str, cache=None):
     """The router's choice between the statevector and the cheapest tensor-network method
     for these shots. ``prepared()`` gives the tensor-network side (see
     :func:`sample_bits`); it is called only where that side must be named or priced:
     where the statevector's price is below the tensor network's floor (per-gate, from a
-    lower bound on the fused gates), nothing of that side is made."""
+    lower bound on the fused gates), nothing of that side is made. ``cache``: the
+    router's :class:`~qsimdist.engine.router.CircuitCache` for the run to fuse from."""
     from .router import route_state_reading, tn_floor
 
     n = original.n_qubits
@@ -221,7 +226,8 @@ def route_sampling(original: GateCircuit, prepared, measured: list[int], shots: 
                                executor=contractor.executor, backend=contractor.backend,
                                tn_method=lambda: prepared()["method"],
                                tn_seconds_predicted=tn_seconds, read_seconds=read,
-                               tn_floor_seconds=tn_floor(folded_gates_at_least(original), 1))
+                               tn_floor_seconds=tn_floor(folded_gates_at_least(original), 1),
+                               cache=cache)
 
 
 def folded_gates_at_least(circuit: GateCircuit) -> int:

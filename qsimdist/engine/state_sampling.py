@@ -48,20 +48,22 @@ DIRECT_DRAW_MIN_QUBITS = 24
 
 
 def sample_statevector(circuit: GateCircuit, measured: list[int], dtype: str, route,
-                        u: np.ndarray) -> tuple[np.ndarray, dict, float]:
+                        u: np.ndarray, cache=None) -> tuple[np.ndarray, dict, float]:
     """Rows of the ``measured`` bits drawn by ``u`` from the final state, each distinct
     row's probability, and the statevector's FLOPs.
 
     Where every qubit is measured, indices are drawn from ``|state|^2`` directly by the
     compiled two-pass kernel (:func:`qsimdist.executors.sv_kernels.draw_indices`: no
     probability array, no cumulative sum); otherwise from the marginal of ``measured``.
+    ``cache``: the router's :class:`~qsimdist.engine.router.CircuitCache` (its fusion
+    blocks are run).
     """
     from ..executors.statevector import compiled_kernel_runs
     from ..frontends.fusion import statevector_flops
     from .statevector_run import final_state
 
     n = circuit.n_qubits
-    state, fused, _ = final_state(circuit, dtype, route)
+    state, fused, _ = final_state(circuit, dtype, route, cache=cache)
     if len(set(measured)) == n:  # every qubit: draw state indices, no marginal
         from ..executors import sv_kernels
 
