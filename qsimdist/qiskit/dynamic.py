@@ -626,9 +626,16 @@ def needs_lowering(qc) -> bool:
     :func:`~qsimdist.frontends.qiskit_circuit.from_qiskit` reads it as it is)."""
     from qiskit.circuit import Gate
 
+    from .templates import plain_standard_gate
+
     touched: set = set()
     measured: set = set()
     for inst in qc.data:
+        if plain_standard_gate(inst):  # read off the instruction: no gate object made
+            if measured.intersection(inst.qubits):
+                return True
+            touched.update(inst.qubits)
+            continue
         op = inst.operation
         name = op.name
         if name in _SKIPPED:

@@ -1,0 +1,177 @@
+"""One conversion per circuit: the primitives' templates of the circuits they meet.
+
+A variational loop sends the same circuit object (or an equal one) call after call,
+each time with new parameter values. :class:`TemplateCache` converts a circuit once
+into a :class:`~qsimdist.frontends.parametric.ParametricCircuit` (a circuit without
+parameters into a template without slots) and hands the same template back while the
+circuit's instructions are the same: each call then binds only the slots' matrices.
+
+The key is the circuit's instructions as they are now (each standard gate by name and
+parameters, any other operation by identity and parameters, with their qubits and
+clbits), its global phase and width, so a circuit changed in place after a call is
+converted again. A template whose conversion noted gates applied through a
+definition (``GateCircuit.by_definition``) is not kept: every call converts such a
+circuit and records the note again.
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+from collections import OrderedDict
+
+import numpy as np
+
+from ..frontends.parametric import ParametricCircuit, parametric_from_qiskit
+
+#: templates one primitive keeps (least recently used dropped)
+TEMPLATES_KEPT = 32
+#: parsed observable labels one primitive keeps
+TERMS_KEPT = 1 << 14
+#: array parameters up to this many bytes are keyed by value (larger ones by identity)
+_KEYED_ARRAY_BYTES = 1 << 16
+
+
+@functools.cache
+def _conditions_exist() -> bool:
+    """Whether this Qiskit still has ``c_if`` conditions (before 2.0: a standard gate may
+    carry one, which only its operation object shows)."""
+    import qiskit
+
+    return int(qiskit.__version__.split(".")[0]) < 2
+
+
+def plain_standard_gate(inst) -> bool:
+    """Whether the circuit instruction ``inst`` is one of Qiskit's standard gates with no
+    condition, told without making its Python gate object (a few microseconds each)."""
+    return (getattr(inst, "is_standard_gate", bool)() and not _conditions_exist())
+
+
+def circuit_key(qc) -> tuple[tuple, list]:
+    """A hashable key of ``qc``'s instructions, width, phase and parameters, and the
+    objects keyed by identity (kept alive with the key, so no identity is reused)."""
+    keep: list = []
+
+    def value(v):
+        if isinstance(v, (numbers.Number, str)) or hasattr(v, "parameters"):
+            return v
+        if isinstance(v, np.ndarray) and v.nbytes <= _KEYED_ARRAY_BYTES:
+            return (v.shape, str(v.dtype), v.tobytes())
+        keep.append(v)
+        return ("id", id(v))
+
+    items: list = [qc.num_qubits, qc.num_clbits, value(qc.global_phase), qc.name,
+                   tuple(qc.parameters)]
+    for inst in qc.data:
+        # (a standard gate read off the instruction: no Python gate object is made)
+        if plain_standard_gate(inst):
+            head = inst.name
+        else:
+            op = inst.operation
+            keep.append(op)
+            head = ("id", id(op), op.name)
+        items.append((head, tuple(value(v) for v in inst.params), inst.qubits, inst.clbits))
+    return tuple(items), keep
+
+
+class TemplateCache:
+    """The templates of the circuits one primitive met (see the module docstring).
+
+    Attributes:
+        built: templates made (conversions of a whole circuit).
+        reused: templates handed back without converting.
+    """
+
+    def __init__(self, size: int = TEMPLATES_KEPT) -> None:
+        self.size = size
+        self.entries: OrderedDict[tuple, tuple[ParametricCircuit | None, list]] = OrderedDict()
+        self.built = 0
+        self.reused = 0
+        self.terms: dict[tuple[str, int], object] = {}
+
+    def term(self, label: str, n_qubits: int):
+        """``label`` parsed (:func:`~qsimdist.engine.pauli_terms.parse_term`), once per
+        primitive: a loop's observables repeat call after call."""
+        key = (label, n_qubits)
+        found = self.terms.get(key)
+        if found is None:
+            from ..engine.pauli_terms import parse_term
+
+            found = parse_term(label, n_qubits)
+            if len(self.terms) >= TERMS_KEPT:
+                self.terms.clear()
+            self.terms[key] = found
+        return found
+
+    def template(self, qc, probe: np.ndarray | None = None) -> ParametricCircuit | None:
+        """``qc``'s template (``None``: it must be converted per parameter set).
+
+        ``probe``: a parameter set (over ``qc.parameters`` in order) the template is
+        checked at when it is made (:func:`parametric_from_qiskit`)."""
+        try:
+            key, keep = circuit_key(qc)
+            hash(key)
+        except TypeError:  # an unhashable parameter: converted, not kept
+            key, keep = None, []
+        if key is not None and key in self.entries:
+            self.entries.move_to_end(key)
+            self.reused += 1
+            return self.entries[key][0]
+        template = make_template(qc, probe)
+        self.built += 1
+        if key is not None and (template is None or not template.by_definition):
+            self.entries[key] = (template, keep)
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
+        return template
+
+    def lowered(self, qc, probe: np.ndarray | None = None):
+        """``(LoweredCircuit, template of its circuit)`` of ``qc`` (a sampler's circuit:
+        measurements, resets and conditions rewritten by
+        :func:`~qsimdist.qiskit.dynamic.lower_circuit`, parameters kept), or ``None`` where
+        the lowering cannot keep the parameters or the template is ``None``: then every
+        parameter set is lowered and converted on its own."""
+        try:
+            key, keep = circuit_key(qc)
+            key = ("lowered", key)
+            hash(key)
+        except TypeError:
+            key, keep = None, []
+        if key is not None and key in self.entries:
+            self.entries.move_to_end(key)
+            self.reused += 1
+            return self.entries[key][0]
+        from .dynamic import lower_circuit
+
+        found = None
+        try:
+            lowered = lower_circuit(qc, allow_parameters=True)
+            if set(lowered.circuit.parameters) == set(qc.parameters):
+                template = make_template(lowered.circuit, probe)
+                found = None if template is None else (lowered, template)
+        except Exception:  # noqa: BLE001 - lowered per set, where its error is raised
+            found = None
+        self.built += 1
+        if key is not None and (found is None or not found[1].by_definition):
+            self.entries[key] = (found, keep)
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
+        return found
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.terms.clear()
+
+
+def make_template(qc, probe: np.ndarray | None = None) -> ParametricCircuit | None:
+    """``qc`` converted once: with parameters, a :class:`ParametricCircuit` (``None`` where
+    it must be converted per set); without, a template of no slots."""
+    if qc.parameters:
+        return parametric_from_qiskit(qc, probe)
+    from ..frontends.qiskit_circuit import from_qiskit
+
+    return ParametricCircuit.fixed(from_qiskit(qc))
+
+
+__all__ = ["TEMPLATES_KEPT", "TemplateCache", "circuit_key", "make_template",
+           "plain_standard_gate"]
