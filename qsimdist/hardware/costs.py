@@ -63,6 +63,16 @@ STARTUP_SECONDS = 0.7
 #: the same once numba itself is imported (the registries and the load remain)
 LOAD_SECONDS = 0.45
 
+#: seconds of Python and numpy call overhead per block of the batched pass over many
+#: parameter sets (:mod:`qsimdist.engine.binding_sweep`: one batched GEMM, product or
+#: block-building step; fitted with ``python -m benchmarks.hot_loop``, 2-core x86)
+SWEEP_CALL_SECONDS = 8e-6
+#: seconds a parameter set routed on its own spends at least beyond its route's predicted
+#: price (binding, routing, the engine call, reading): ``ExpectationEngine.term_values``
+#: on EfficientSU2 circuits of 2-6 qubits took 0.6-2.0 ms where the route predicted
+#: 0.05-0.5 ms (2-core x86)
+ROUTED_SET_SECONDS = 5e-4
+
 # ------------------------------------------------------------------------------ qsim
 #: seconds to load qsim's compiled module straight from qsimcirq's folder (once per
 #: process; 0.07 s here), and to import cirq and qsimcirq where that cannot be done (1.5-1.8 s)

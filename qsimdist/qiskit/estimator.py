@@ -52,6 +52,7 @@ from ..planner.path import PathOptions
 from .dynamic import LoweredCircuit, lower_circuit, needs_lowering
 from .errors import qiskit_errors
 from .options import PrimitiveOptions, submit_job
+from .templates import TemplateCache
 from .trajectory import trajectories_for
 
 
@@ -134,6 +135,8 @@ class EstimatorV2(BaseEstimatorV2):
         self._seed = seed
         self._engine: ExpectationEngine | None = None
         self._lock = threading.Lock()
+        #: each circuit met, converted once (:mod:`qsimdist.qiskit.templates`)
+        self._templates = TemplateCache()
 
     @property
     def default_precision(self) -> float:
@@ -210,10 +213,12 @@ class EstimatorV2(BaseEstimatorV2):
                     np.arange(pub.observables.size).reshape(pub.observables.shape), shape)
                 terms = []
                 # the engine calls run() makes, each priced instead of run
-                for b, _, gc, labels, _ in _engine_calls(pub, _pairs(p_of, o_of)):
+                for b, gc, labels, cost in _engine_calls(self.engine, pub, _pairs(p_of, o_of),
+                                                         self._templates):
                     loc = _location(b, params.shape)
-                    for c in expectation_costs(gc, labels, engine=self.engine,
-                                               profile=profile, devices=devices):
+                    costs = cost if cost is not None else expectation_costs(
+                        gc, labels, engine=self.engine, profile=profile, devices=devices)
+                    for c in costs:
                         terms.append(dict(c.to_dict(), binding=loc))
                 flops = sum(t["contraction"]["flops"] for t in terms if t["contraction"])
                 out.append({"terms": terms, "flops": flops,
@@ -275,12 +280,13 @@ class EstimatorV2(BaseEstimatorV2):
                     pairs: dict[int, set[int]], rng: np.random.Generator,
                     precision: float) -> np.ndarray:
         """Values of a circuit of gates and final measurements: each (binding, observable)
-        pair once, every term of one binding in one engine call."""
-        engine = self.engine
+        pair once, the circuit converted once (:mod:`qsimdist.qiskit.templates`), and
+        the bindings of one set of labels valued in one batched statevector pass where
+        that route is taken (:mod:`qsimdist.engine.binding_sweep`), else every term of
+        one binding in one engine call."""
         flat_obs = pub.observables.ravel()
         value: dict[tuple[int, int], float] = {}
-        for b, obs_indices, gc, order, terms in _engine_calls(pub, pairs):
-            got = dict(zip(order, engine.term_values(gc, terms)))
+        for b, obs_indices, got in _binding_values(self.engine, pub, pairs, self._templates):
             for o in obs_indices:
                 value[(b, o)] = float(
                     sum(float(c) * got[label] for label, c in flat_obs[o].items())
@@ -302,23 +308,96 @@ def _pairs(p_of: np.ndarray, o_of: np.ndarray) -> dict[int, set[int]]:
     return pairs
 
 
-def _engine_calls(pub: EstimatorPub, pairs: dict[int, set[int]]):
-    """``(binding, its observables, bound GateCircuit, labels, terms)`` per engine call of a
-    static pub: every label of one binding's observables in one call, first-seen order."""
-    params = pub.parameter_values
+def _label_groups(pub: EstimatorPub, pairs: dict[int, set[int]], templates: TemplateCache):
+    """``(labels, terms, bindings)`` per set of observables the bindings are paired with:
+    every label of those observables once, first-seen order, each label parsed once per
+    estimator (:meth:`TemplateCache.term`)."""
     flat_obs = pub.observables.ravel()
     n = pub.circuit.num_qubits
-    parsed: dict[str, PauliTerm] = {}
-    for b, obs_indices in pairs.items():
-        gc = from_qiskit(params.bind(pub.circuit, _location(b, params.shape)))
+    groups: dict[tuple, list[int]] = {}
+    for b in sorted(pairs):
+        groups.setdefault(tuple(sorted(pairs[b])), []).append(b)
+    for obs_indices, bindings in groups.items():
         labels: dict[str, None] = {}
-        for o in sorted(obs_indices):
+        for o in obs_indices:
             for label in flat_obs[o]:
                 labels.setdefault(label, None)
-                if label not in parsed:
-                    parsed[label] = parse_term(label, n)
         order = list(labels)
-        yield b, obs_indices, gc, order, [parsed[label] for label in order]
+        yield order, [templates.term(label, n) for label in order], bindings
+
+
+def _pub_template(pub: EstimatorPub, templates: TemplateCache):
+    """``(template, rows)``: the pub's circuit converted once and its parameter sets as
+    rows, or ``(None, None)`` where every binding is converted on its own."""
+    params = pub.parameter_values
+    if params.size == 0:
+        return None, None
+    rows = None
+    if pub.circuit.parameters:
+        try:
+            rows = np.asarray(params.as_array(list(pub.circuit.parameters)),
+                              dtype=float).reshape(params.size, -1)
+        except Exception:  # noqa: BLE001 - binding them raises it, with Qiskit's message
+            return None, None
+    template = templates.template(pub.circuit, None if rows is None else rows[0])
+    if template is None:
+        return None, None
+    return template, rows if rows is not None else template.rows(params)
+
+
+def _bound(pub: EstimatorPub, b: int, template, rows) -> GateCircuit:
+    """Binding ``b`` of the pub as a GateCircuit: from the template, or (where there is
+    none, or that binding changes its structure) the bound circuit converted whole."""
+    gc = template.bind(rows[b]) if template is not None else None
+    if gc is None:
+        params = pub.parameter_values
+        gc = from_qiskit(params.bind(pub.circuit, _location(b, params.shape)))
+    return gc
+
+
+def _binding_values(engine: ExpectationEngine, pub: EstimatorPub, pairs: dict[int, set[int]],
+                    templates: TemplateCache):
+    """``(binding, its observables, {label: value})`` for every binding of a static pub."""
+    from ..engine.binding_sweep import sweep_term_values
+
+    template, rows = _pub_template(pub, templates)
+    for order, terms, bindings in _label_groups(pub, pairs, templates):
+        done: set[int] = set()
+        if template is not None:
+            swept = sweep_term_values(engine, template, rows[bindings], terms)
+            if swept is not None:
+                values, ok = swept
+                for j, b in enumerate(bindings):
+                    if ok[j]:
+                        done.add(b)
+                        yield b, pairs[b], dict(zip(order, values[j].tolist()))
+        for b in bindings:
+            if b not in done:
+                gc = _bound(pub, b, template, rows)
+                yield b, pairs[b], dict(zip(order, engine.term_values(gc, terms)))
+
+
+def _engine_calls(engine: ExpectationEngine, pub: EstimatorPub, pairs: dict[int, set[int]],
+                  templates: TemplateCache):
+    """What :meth:`EstimatorV2.run` does for a static pub, to be priced: ``(binding, bound
+    GateCircuit, labels, costs)`` per binding, ``costs`` the batched pass's share of each
+    label where that pass is taken (:func:`~qsimdist.engine.binding_sweep.sweep_route`),
+    else ``None`` (price the engine call)."""
+    from ..engine.binding_sweep import sweep_route
+    from ..engine.term_costs import TermCost
+
+    template, rows = _pub_template(pub, templates)
+    for order, terms, bindings in _label_groups(pub, pairs, templates):
+        chosen = None if template is None else sweep_route(engine, template, len(bindings),
+                                                          terms)
+        share = None
+        if chosen is not None:
+            live = sum(1 for t in terms if t.qubits)
+            seconds = chosen[1].statevector_seconds / max(1, live)
+            share = [TermCost(label, "statevector" if t.qubits else "trivial", None,
+                              seconds if t.qubits else 0.0) for label, t in zip(order, terms)]
+        for b in bindings:
+            yield b, (None if share else _bound(pub, b, template, rows)), order, share
 
 
 def _location(b: int, shape: tuple) -> tuple[int, ...]:
