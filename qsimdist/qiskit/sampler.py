@@ -39,6 +39,7 @@ from ..frontends.qiskit_circuit import recording_definitions
 from .dynamic import LoweredCircuit, lower_circuit
 from .errors import qiskit_errors
 from .options import PrimitiveOptions, submit_job
+from .templates import TemplateCache
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,8 @@ class SamplerV2(BaseSamplerV2):
         self._seed = seed
         self._options = SamplerOptions.coerce(options)
         self._contractor: Contractor | None = None
+        #: each circuit met, lowered and converted once (:mod:`qsimdist.qiskit.templates`)
+        self._templates = TemplateCache()
 
     @property
     def default_shots(self) -> int:
@@ -173,22 +176,29 @@ class SamplerV2(BaseSamplerV2):
 
         circuit = pub.circuit
         registers = list(circuit.cregs)
-        bound = pub.parameter_values.bind_all(circuit)
+        params = pub.parameter_values
+        shape = params.shape
         arrays = {
-            creg.name: np.zeros(bound.shape + (pub.shots, (creg.size + 7) // 8), dtype=np.uint8)
+            creg.name: np.zeros(shape + (pub.shots, (creg.size + 7) // 8), dtype=np.uint8)
             for creg in registers
         }
         clbit_of = {creg.name: [circuit.find_bit(b).index for b in creg] for creg in registers}
         infos = []
         amplitudes: dict = {}
-        template = _lowered_template(circuit, pub) if bound.size > 1 else None
-        if template is not None:  # lowered once, bound per parameter set
-            bound = pub.parameter_values.bind_all(template.circuit)
         with recording_definitions() as by_definition:
-            for index, one in np.ndenumerate(bound):
-                if template is not None:
-                    one = dataclasses.replace(template, circuit=one)
-                drawn = sample_circuit(one, pub.shots, rng, contractor, self._options.method)
+            # lowered and converted once, each parameter set only filling in the gates
+            lowered, template, rows = self._template(pub)
+            for flat, index in enumerate(np.ndindex(*shape)):
+                gc = template.bind(rows[flat]) if template is not None else None
+                if gc is not None:
+                    one = lowered
+                elif lowered is not None:  # this set changes the structure: its own
+                    one = dataclasses.replace(lowered, circuit=params.bind(lowered.circuit,
+                                                                           index))
+                else:
+                    one = params.bind(circuit, index)
+                drawn = sample_circuit(one, pub.shots, rng, contractor, self._options.method,
+                                       converted=gc)
                 infos.append(drawn.info)
                 for creg in registers:
                     arrays[creg.name][index] = _pack(drawn.clbits, clbit_of[creg.name])
@@ -205,6 +215,29 @@ class SamplerV2(BaseSamplerV2):
         if self._options.return_amplitudes:
             metadata["amplitudes"] = amplitudes.get((), {}) if pub.shape == () else amplitudes
         return SamplerPubResult(DataBin(**meas, shape=pub.shape), metadata=metadata)
+
+    def _template(self, pub):
+        """``(lowered circuit, its template, parameter sets as rows)`` of the pub, or
+        ``(lowered or None, None, None)`` where every set is converted on its own. A dynamic
+        circuit with one parameter set keeps its own path (trajectories are tried first,
+        :func:`sample_circuit`); with several, it is lowered once as before."""
+        circuit, params = pub.circuit, pub.parameter_values
+        if params.size == 0:
+            return None, None, None
+        rows = None
+        if circuit.parameters:
+            try:
+                rows = np.asarray(params.as_array(list(circuit.parameters)),
+                                  dtype=float).reshape(params.size, -1)
+            except Exception:  # noqa: BLE001 - binding them raises it, with Qiskit's message
+                return None, None, None
+        found = self._templates.lowered(circuit, None if rows is None else rows[0])
+        if found is None:
+            return None, None, None
+        lowered, template = found
+        if lowered.dynamic and params.size == 1:
+            return None, None, None
+        return lowered, template, rows if rows is not None else template.rows(params)
 
     def _amplitudes(self, drawn: DrawnSample, contractor: Contractor) -> dict:
         """``{bitstring over all qubits (qubit 0 rightmost): amplitude}`` of the drawn rows,
@@ -255,25 +288,13 @@ class DrawnSample:
         return self.circuit.n_qubits if self.circuit is not None else self.info.light_cone_qubits
 
 
-def _lowered_template(circuit, pub) -> LoweredCircuit | None:
-    """``circuit`` lowered once with its parameters kept, or ``None`` when that cannot be
-    bound per parameter set (then every binding is lowered on its own)."""
-    if not circuit.parameters:
-        return None
-    try:
-        template = lower_circuit(circuit, allow_parameters=True)
-        if set(template.circuit.parameters) != set(circuit.parameters):
-            return None
-        return template
-    except Exception:  # noqa: BLE001 - e.g. a gate that cannot be controlled symbolically
-        return None
-
-
 def sample_circuit(circuit, shots: int, rng: np.random.Generator, contractor: Contractor,
-                   method: str = "auto") -> DrawnSample:
+                   method: str = "auto", converted=None) -> DrawnSample:
     """Draw ``shots`` values of every clbit of a bound Qiskit circuit (dynamic ones included).
 
-    ``circuit`` may also be a :class:`LoweredCircuit` already (bound). A dynamic circuit
+    ``circuit`` may also be a :class:`LoweredCircuit` already (bound, or a template whose
+    binding is ``converted``: its GateCircuit, made by
+    :meth:`~qsimdist.frontends.parametric.ParametricCircuit.bind`). A dynamic circuit
     given as a Qiskit circuit is first tried as a tree of trajectories on its own qubits
     (:mod:`qsimdist.qiskit.trajectory_sampling`), where that is predicted cheaper than
     its lowered form.
@@ -282,7 +303,7 @@ def sample_circuit(circuit, shots: int, rng: np.random.Generator, contractor: Co
     from . import trajectory_sampling
 
     lowered = circuit if isinstance(circuit, LoweredCircuit) else None
-    made: dict = {}
+    made: dict = {} if converted is None else {"lowered": lowered, "gc": converted}
 
     def lowered_gc():
         if "gc" not in made:
