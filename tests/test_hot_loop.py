@@ -373,3 +373,18 @@ def test_wide_circuits_keep_their_route():
         sub.rx(v[n + 1], 1)
         want = Statevector(sub).expectation_value(SparsePauliOp("ZZ")).real
         assert abs(ev - want) < EXACT
+
+
+def test_sets_run_in_chunks(monkeypatch):
+    """Sets past a chunk's size run chunk after chunk (states and slot matrices bounded),
+    each set's values where they belong."""
+    import qsimdist.engine.binding_sweep as binding_sweep
+
+    monkeypatch.setattr(binding_sweep, "SWEEP_CHUNK_ELEMENTS", 1 << 9)
+    qc = efficient_su2(4, reps=2)
+    values = np.random.default_rng(8).uniform(-3, 3, (70, qc.num_parameters))
+    op = random_op(4, 6, 8)
+    got = EstimatorV2().run([(qc, op, values)]).result()[0]
+    assert got.metadata["route"]["kernel"] == "batched"
+    np.testing.assert_allclose(got.data.evs, reference([(qc, op, values)])[0], rtol=0,
+                               atol=EXACT)

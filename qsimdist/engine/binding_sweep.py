@@ -372,19 +372,24 @@ def sweep_term_values(engine, template: ParametricCircuit, rows: np.ndarray,
         return None
     plan, route = chosen
     live = [t for t in terms if t.qubits]
-    bound = template.bound_gates(rows)
+    # (plan_seconds: the route and its plan; execute_seconds: binding, states, reading)
     t1 = time.perf_counter()
     values = np.ones((sets, len(terms)))
-    chunk = max(1, SWEEP_CHUNK_ELEMENTS >> template.n_qubits)
-    fixed = plan.fixed
-    if live:
-        index = [t for t, term in enumerate(terms) if term.qubits]
-        for lo in range(0, sets, chunk):
-            hi = min(sets, lo + chunk)
-            states = _states(template, plan, bound, lo, hi, fixed)
+    ok = np.ones(sets, dtype=bool)
+    # sets per chunk: their states, and their slots' matrices, within SWEEP_CHUNK_ELEMENTS
+    varying = sum(template.gates[k].matrix.size for k, v in enumerate(_varying(template)) if v)
+    chunk = max(1, min(SWEEP_CHUNK_ELEMENTS >> template.n_qubits,
+                       SWEEP_CHUNK_ELEMENTS // max(varying, 1)))
+    index = [t for t, term in enumerate(terms) if term.qubits]
+    for lo in range(0, sets, chunk):
+        hi = min(sets, lo + chunk)
+        bound = template.bound_gates(rows[lo:hi])
+        ok[lo:hi] = bound.ok
+        if live:
+            states = _states(template, plan, bound, 0, hi - lo, plan.fixed)
             values[lo:hi, index] = terms_on_states(states, live)
     st = engine.stats
-    taken = int(bound.ok.sum())
+    taken = int(ok.sum())
     st.terms += taken * len(terms)
     st.trivial_terms += taken * (len(terms) - len(live))
     st.statevector_terms += taken * len(live)
@@ -393,7 +398,7 @@ def sweep_term_values(engine, template: ParametricCircuit, rows: np.ndarray,
     st.plan_seconds += t1 - t0
     st.execute_seconds += time.perf_counter() - t1
     engine.route = route.to_dict()
-    return values, bound.ok
+    return values, ok
 
 
 def _stabilizer_taken(engine, template: ParametricCircuit, live, seconds: float) -> bool:
