@@ -46,6 +46,7 @@ without ancillas, so such a circuit is unchanged.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -620,13 +621,26 @@ def lower_circuit(qc, allow_parameters: bool = False, collapse: bool = False) ->
                           wires=list(state.wire), branches=list(state.branches))
 
 
+@functools.cache
+def _conditions_exist() -> bool:
+    """Whether this Qiskit still has ``c_if`` conditions (before 2.0: a standard gate may
+    carry one, which only its operation object shows)."""
+    import qiskit
+
+    return int(qiskit.__version__.split(".")[0]) < 2
+
+
+def plain_standard_gate(inst) -> bool:
+    """Whether the circuit instruction ``inst`` is one of Qiskit's standard gates with no
+    condition, told without making its Python gate object (a few microseconds each)."""
+    return (getattr(inst, "is_standard_gate", bool)() and not _conditions_exist())
+
+
 def needs_lowering(qc) -> bool:
     """Whether ``qc`` holds anything but gates, barriers, delays, final measurements and
     resets of fresh qubits (then :func:`lower_circuit` must rewrite it; otherwise
     :func:`~qsimdist.frontends.qiskit_circuit.from_qiskit` reads it as it is)."""
     from qiskit.circuit import Gate
-
-    from .templates import plain_standard_gate
 
     touched: set = set()
     measured: set = set()

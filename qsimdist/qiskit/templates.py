@@ -16,13 +16,13 @@ circuit and records the note again.
 
 from __future__ import annotations
 
-import functools
 import numbers
 from collections import OrderedDict
 
 import numpy as np
 
 from ..frontends.parametric import ParametricCircuit, parametric_from_qiskit
+from .dynamic import plain_standard_gate
 
 #: templates one primitive keeps (least recently used dropped)
 TEMPLATES_KEPT = 32
@@ -30,21 +30,6 @@ TEMPLATES_KEPT = 32
 TERMS_KEPT = 1 << 14
 #: array parameters up to this many bytes are keyed by value (larger ones by identity)
 _KEYED_ARRAY_BYTES = 1 << 16
-
-
-@functools.cache
-def _conditions_exist() -> bool:
-    """Whether this Qiskit still has ``c_if`` conditions (before 2.0: a standard gate may
-    carry one, which only its operation object shows)."""
-    import qiskit
-
-    return int(qiskit.__version__.split(".")[0]) < 2
-
-
-def plain_standard_gate(inst) -> bool:
-    """Whether the circuit instruction ``inst`` is one of Qiskit's standard gates with no
-    condition, told without making its Python gate object (a few microseconds each)."""
-    return (getattr(inst, "is_standard_gate", bool)() and not _conditions_exist())
 
 
 def circuit_key(qc) -> tuple[tuple, list]:
@@ -173,5 +158,4 @@ def make_template(qc, probe: np.ndarray | None = None) -> ParametricCircuit | No
     return ParametricCircuit.fixed(from_qiskit(qc))
 
 
-__all__ = ["TEMPLATES_KEPT", "TemplateCache", "circuit_key", "make_template",
-           "plain_standard_gate"]
+__all__ = ["TEMPLATES_KEPT", "TemplateCache", "circuit_key", "make_template"]
