@@ -28,6 +28,7 @@ from ..errors import QsimdistError
 COLLECTIVE_MARK = "qsimdist_collective"
 #: seconds a failing rank waits between printing its line and aborting the job
 LAUNCHER_GRACE = 0.5
+NON_ROOT_DELAY = 3 * LAUNCHER_GRACE  # a failing rank other than 0 waits this long before it speaks
 
 
 def mark_collective(exc: BaseException) -> BaseException:
@@ -109,6 +110,11 @@ def fail_rank(comm, exc: BaseException, code: int | None = None) -> None:
         code = 130 if isinstance(exc, KeyboardInterrupt) else (
             2 if isinstance(exc, QsimdistError) else 1)
     rank = comm.Get_rank()
+    if rank != 0:
+        # the same fault often strikes every rank at once (an allocation each rank makes):
+        # rank 0 speaks first and its abort ends this rank before it speaks, so the user
+        # reads one line; a fault on this rank alone is still named, a moment later
+        time.sleep(NON_ROOT_DELAY)
     if isinstance(exc, QsimdistError):
         what = str(exc)
     elif isinstance(exc, KeyboardInterrupt):
