@@ -139,6 +139,44 @@ def test_one_binding_per_call_matches_and_reuses_the_template():
     assert est._templates.built == 1 and est._templates.reused == 19
 
 
+def test_a_cycle_of_many_circuits_converts_each_once():
+    """A client cycling through more circuits than a few dozen (qiskit-algorithms'
+    LinCombQGT sends 52 for VarQITE) finds every one's template on the second round; a
+    cache of 32 templates, least recently used dropped, missed every time."""
+    circuits = []
+    for k in range(60):
+        qc = real_amplitudes(2, reps=1)
+        qc.rz(0.01 * k, 0)  # 60 different circuits
+        circuits.append(qc)
+    op = SparsePauliOp(["ZZ", "XI"], [0.5, -1.0])
+    est = EstimatorV2()
+    v = np.linspace(0.1, 0.8, circuits[0].num_parameters)
+    for _ in range(2):
+        got = est.run([(qc, op, v) for qc in circuits]).result()
+    np.testing.assert_allclose([r.data.evs for r in got],
+                               reference([(qc, op, v) for qc in circuits]), rtol=0,
+                               atol=EXACT)
+    assert est._templates.built == 60 and est._templates.reused == 60
+
+
+def test_template_cache_keeps_within_its_instruction_budget():
+    """Templates of more instructions than the budget: the least recently used go, the
+    newest always stays, and the count of instructions held follows."""
+    cache = templates_module.TemplateCache(size=100, instructions=30)
+    small = [real_amplitudes(2, reps=1) for _ in range(3)]  # 6 instructions each
+    for k, qc in enumerate(small):
+        qc.rz(0.1 * k, 0)
+        cache.template(qc)
+    assert len(cache.entries) == 3 and cache.held == 3 * len(small[0].data)
+    big = real_amplitudes(4, reps=6)  # more than the budget alone
+    cache.template(big)
+    assert len(cache.entries) == 1 and cache.held == len(big.data)
+    cache.template(small[0])
+    assert len(cache.entries) == 1 and cache.held == len(small[0].data)
+    cache.template(small[1])
+    assert len(cache.entries) == 2 and cache.built == 6
+
+
 def test_broadcast_shapes_and_mixed_gates_match():
     """Bindings (4, 1) against observables (1, 3), expressions, controlled and
     multi-parameter gates, a parametrised phase and measurements."""

@@ -24,8 +24,14 @@ import numpy as np
 from ..frontends.parametric import ParametricCircuit, parametric_from_qiskit
 from .dynamic import plain_standard_gate
 
-#: templates one primitive keeps (least recently used dropped)
-TEMPLATES_KEPT = 32
+#: templates one primitive keeps (least recently used dropped). A client's loop can cycle
+#: through many circuits: qiskit-algorithms' ``LinCombQGT`` and ``LinCombEstimatorGradient``
+#: send 52 for VarQITE on ``efficient_su2(2, reps=1)``, one call after another; a cache
+#: smaller than the cycle misses every time (each circuit converted again)
+TEMPLATES_KEPT = 512
+#: instructions the kept templates may hold together (the circuits' sizes): many small
+#: circuits, or a few wide ones
+TEMPLATE_INSTRUCTIONS_KEPT = 1 << 17
 #: parsed observable labels one primitive keeps
 TERMS_KEPT = 1 << 14
 #: array parameters up to this many bytes are keyed by value (larger ones by identity)
@@ -67,9 +73,13 @@ class TemplateCache:
         reused: templates handed back without converting.
     """
 
-    def __init__(self, size: int = TEMPLATES_KEPT) -> None:
+    def __init__(self, size: int = TEMPLATES_KEPT,
+                 instructions: int = TEMPLATE_INSTRUCTIONS_KEPT) -> None:
         self.size = size
-        self.entries: OrderedDict[tuple, tuple[ParametricCircuit | None, list]] = OrderedDict()
+        self.instructions = instructions
+        #: key -> (template, objects kept alive with the key, the circuit's instructions)
+        self.entries: OrderedDict[tuple, tuple[object, list, int]] = OrderedDict()
+        self.held = 0  # instructions of the kept circuits together
         self.built = 0
         self.reused = 0
         self.terms: dict[tuple[str, int], object] = {}
@@ -105,10 +115,17 @@ class TemplateCache:
         template = make_template(qc, probe)
         self.built += 1
         if key is not None and (template is None or not template.by_definition):
-            self.entries[key] = (template, keep)
-            while len(self.entries) > self.size:
-                self.entries.popitem(last=False)
+            self._keep(key, template, keep, len(qc.data))
         return template
+
+    def _keep(self, key: tuple, found, keep: list, instructions: int) -> None:
+        """Keep ``found`` under ``key``; the least recently used go while more than
+        ``size`` templates or ``instructions`` instructions are kept (the newest stays)."""
+        self.entries[key] = (found, keep, instructions)
+        self.held += instructions
+        while len(self.entries) > 1 and (len(self.entries) > self.size
+                                         or self.held > self.instructions):
+            self.held -= self.entries.popitem(last=False)[1][2]
 
     def lowered(self, qc, probe: np.ndarray | None = None):
         """``(LoweredCircuit, template of its circuit)`` of ``qc`` (a sampler's circuit:
@@ -138,13 +155,12 @@ class TemplateCache:
             found = None
         self.built += 1
         if key is not None and (found is None or not found[1].by_definition):
-            self.entries[key] = (found, keep)
-            while len(self.entries) > self.size:
-                self.entries.popitem(last=False)
+            self._keep(key, found, keep, len(qc.data))
         return found
 
     def clear(self) -> None:
         self.entries.clear()
+        self.held = 0
         self.terms.clear()
 
 
@@ -158,4 +174,4 @@ def make_template(qc, probe: np.ndarray | None = None) -> ParametricCircuit | No
     return ParametricCircuit.fixed(from_qiskit(qc))
 
 
-__all__ = ["TEMPLATES_KEPT", "TemplateCache", "circuit_key", "make_template"]
+__all__ = ["TEMPLATES_KEPT", "TEMPLATE_INSTRUCTIONS_KEPT", "TemplateCache", "circuit_key", "make_template"]
