@@ -159,6 +159,48 @@ def test_a_cycle_of_many_circuits_converts_each_once():
     assert est._templates.built == 60 and est._templates.reused == 60
 
 
+def test_pubs_of_one_circuit_in_a_call_run_as_one_batched_pass(monkeypatch):
+    """A QNN's backward pass sends one pub per sample, each the same circuit and
+    observable with its own shifted sets: the call runs them as one batched pass, each
+    pub's values those of the reference (to 1e-12) and its metadata counting its own
+    terms; a pub with another observable, one of another circuit and one with noise keep
+    their own values."""
+    import qsimdist.engine.binding_sweep as sweep_module
+
+    passes = []
+    real = sweep_module.sweep_term_values
+
+    def counting(engine, template, rows, terms):
+        passes.append(len(rows))
+        return real(engine, template, rows, terms)
+
+    monkeypatch.setattr(sweep_module, "sweep_term_values", counting)
+    qc = efficient_su2(2, reps=1)
+    op = SparsePauliOp(["ZZ", "XI", "IY"], [0.5, -1.0, 0.25])
+    other = SparsePauliOp(["XX"], [2.0])
+    rng = np.random.default_rng(3)
+    pubs = [(qc, op, rng.uniform(-np.pi, np.pi, (k + 1, qc.num_parameters)))
+            for k in range(6)]
+    pubs.append((qc, other, rng.uniform(-np.pi, np.pi, (2, qc.num_parameters))))
+    pubs.append((real_amplitudes(2, reps=1), op, rng.uniform(-1, 1, 4)))
+    est = EstimatorV2()
+    got = est.run(pubs).result()
+    want = reference(pubs)
+    for r, w in zip(got, want):
+        np.testing.assert_allclose(r.data.evs, w, rtol=0, atol=EXACT)
+    # the six pubs of (qc, op): one pass of 21 sets; the others alone
+    assert passes[0] == 21 and sorted(passes[1:]) == [1, 2]
+    for k in range(6):
+        meta = got[k].metadata
+        assert meta["qsimdist"]["statevector_terms"] == 3 * (k + 1)
+        assert meta["route"]["kernel"] == "batched"
+    assert est.engine.stats.statevector_terms == 3 * 21 + 2 + 3
+    noisy = EstimatorV2(seed=5).run(pubs[:2], precision=0.1).result()
+    alone = [EstimatorV2(seed=5).run([p], precision=0.1).result()[0] for p in pubs[:2]]
+    for a, b in zip(noisy, alone):
+        np.testing.assert_allclose(a.data.evs, b.data.evs, rtol=0, atol=EXACT)
+
+
 def test_template_cache_keeps_within_its_instruction_budget():
     """Templates of more instructions than the budget: the least recently used go, the
     newest always stays, and the count of instructions held follows."""

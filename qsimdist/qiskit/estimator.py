@@ -12,7 +12,10 @@ index order, as the reference does; ``stds`` stay zero as there).
 Every term of every observable is ``<psi|P|psi>`` on the doubled network with
 the light cone removed (:mod:`qsimdist.engine.expectation`); a term met twice for one
 parameter binding is contracted once, and terms of the same network structure
-share one plan, kept by the estimator between calls.
+share one plan, kept by the estimator between calls. The pubs of one call that share a
+circuit and a set of labels (a QNN's backward pass: a pub per sample) run, where the
+batched statevector pass is taken, as one pass over all their parameter sets; each pub's
+metadata counts its share.
 
 Composite instructions are expanded through their definitions. A circuit with
 ``reset``, mid-circuit measurement or ``if_test`` blocks is evolved as
@@ -233,7 +236,10 @@ class EstimatorV2(BaseEstimatorV2):
 
     def _run(self, pubs: list[EstimatorPub]) -> PrimitiveResult[PubResult]:
         with self._lock, qiskit_errors():
-            return PrimitiveResult([self._run_pub(pub) for pub in pubs],
+            batched = (_call_batches(self.engine, pubs, self._templates) if len(pubs) > 1
+                       else [None] * len(pubs))
+            return PrimitiveResult([self._run_pub(pub, done)
+                                    for pub, done in zip(pubs, batched)],
                                    metadata={"version": 2})
 
     def _generator(self) -> np.random.Generator:
@@ -245,9 +251,11 @@ class EstimatorV2(BaseEstimatorV2):
             seed = bind_executor(self.engine.executor, self.engine.comm).shared_seed()
         return np.random.default_rng(seed)
 
-    def _run_pub(self, pub: EstimatorPub) -> PubResult:
-        rng = self._generator()
+    def _run_pub(self, pub: EstimatorPub, done: _Batched | None = None) -> PubResult:
         precision = pub.precision if pub.precision is not None else self._default_precision
+        lowering = done is None and needs_lowering(pub.circuit)
+        # (the generator only where it is drawn from: noise, or branches)
+        rng = self._generator() if precision != 0 or lowering else None
         engine = self.engine
         before = engine.stats.to_dict()
         observables = pub.observables
@@ -258,10 +266,12 @@ class EstimatorV2(BaseEstimatorV2):
 
         pairs = _pairs(p_of, o_of)  # every (binding, observable) pair the broadcast needs
         with recording_definitions() as by_definition:
-            if needs_lowering(pub.circuit):
+            if lowering:
                 evs = _BranchSampler(engine, pub, rng).evs(p_of, o_of, pairs, precision)
             else:
-                evs = self._static_evs(pub, p_of, o_of, pairs, rng, precision)
+                if done is not None:  # this pub's share of the call's batched passes
+                    done.charge(engine)
+                evs = self._static_evs(pub, p_of, o_of, pairs, rng, precision, done)
         stds = np.zeros(shape, dtype=np.float64)
         after = engine.stats.to_dict()
         spent = {k: after[k] - before[k] for k in after if k != "max_light_cone_qubits"}
@@ -277,16 +287,18 @@ class EstimatorV2(BaseEstimatorV2):
         })
 
     def _static_evs(self, pub: EstimatorPub, p_of: np.ndarray, o_of: np.ndarray,
-                    pairs: dict[int, set[int]], rng: np.random.Generator,
-                    precision: float) -> np.ndarray:
+                    pairs: dict[int, set[int]], rng: np.random.Generator | None,
+                    precision: float, done: _Batched | None = None) -> np.ndarray:
         """Values of a circuit of gates and final measurements: each (binding, observable)
         pair once, the circuit converted once (:mod:`qsimdist.qiskit.templates`), and
         the bindings of one set of labels valued in one batched statevector pass where
         that route is taken (:mod:`qsimdist.engine.binding_sweep`), else every term of
-        one binding in one engine call."""
+        one binding in one engine call. ``done``: what the call's batched passes found
+        already, and the pub's template (:func:`_call_batches`)."""
         flat_obs = pub.observables.ravel()
         value: dict[tuple[int, int], float] = {}
-        for b, obs_indices, got in _binding_values(self.engine, pub, pairs, self._templates):
+        for b, obs_indices, got in _binding_values(self.engine, pub, pairs, self._templates,
+                                                   done):
             for o in obs_indices:
                 value[(b, o)] = float(
                     sum(float(c) * got[label] for label, c in flat_obs[o].items())
@@ -356,12 +368,29 @@ def _bound(pub: EstimatorPub, b: int, template, rows) -> GateCircuit:
 
 
 def _binding_values(engine: ExpectationEngine, pub: EstimatorPub, pairs: dict[int, set[int]],
-                    templates: TemplateCache):
-    """``(binding, its observables, {label: value})`` for every binding of a static pub."""
+                    templates: TemplateCache, done: _Batched | None = None):
+    """``(binding, its observables, {label: value})`` for every binding of a static pub
+    (those the call's batched passes found, ``done``, as found there)."""
     from ..engine.binding_sweep import sweep_term_values
 
-    template, rows = _pub_template(pub, templates)
-    for order, terms, bindings in _label_groups(pub, pairs, templates):
+    known = None if done is None else done.values
+    if known:
+        for b in pairs:
+            if b in known:
+                yield b, pairs[b], known[b]
+        pairs = {b: o for b, o in pairs.items() if b not in known}
+        if not pairs:
+            return
+    if done is None or done.template is None:
+        template, rows = _pub_template(pub, templates)
+        groups = _label_groups(pub, pairs, templates)
+    else:
+        template, rows = done.template
+        groups = [(order, terms, [b for b in bindings if b in pairs])
+                  for order, terms, bindings in done.groups]
+    for order, terms, bindings in groups:
+        if not bindings:
+            continue
         done: set[int] = set()
         if template is not None:
             swept = sweep_term_values(engine, template, rows[bindings], terms)
@@ -375,6 +404,94 @@ def _binding_values(engine: ExpectationEngine, pub: EstimatorPub, pairs: dict[in
             if b not in done:
                 gc = _bound(pub, b, template, rows)
                 yield b, pairs[b], dict(zip(order, engine.term_values(gc, terms)))
+
+
+@dataclass
+class _Batched:
+    """What a call's batched passes found for one pub: ``values`` (binding -> {label:
+    value}) and the pub's share of the engine's statistics of those passes (by its
+    parameter sets), charged to it when it runs so that each pub's metadata counts its own
+    terms, FLOPs and seconds."""
+
+    values: dict
+    stats: dict
+    route: dict | None
+    #: the pub's ``(template, rows)`` (:func:`_pub_template`) and label groups
+    #: (:func:`_label_groups`), found once per call
+    template: tuple | None = None
+    groups: list | None = None
+
+    def charge(self, engine: ExpectationEngine) -> None:
+        st = engine.stats
+        for k, v in self.stats.items():
+            setattr(st, k, getattr(st, k) + v)
+        if self.route is not None:
+            engine.route = self.route
+
+
+def _call_batches(engine: ExpectationEngine, pubs: list[EstimatorPub],
+                  templates: TemplateCache) -> list[_Batched | None]:
+    """One batched statevector pass per circuit and set of labels over all of a call's
+    static pubs (a QNN's backward pass, a gradient's pubs: the same circuit and observable,
+    pub after pub), where two or more pubs share them and the pass is taken
+    (:func:`~qsimdist.engine.binding_sweep.sweep_term_values`); per pub, what was found
+    (``None``: nothing, the pub runs alone)."""
+    from ..engine.binding_sweep import sweep_term_values
+
+    # (template, labels) -> [(pub index, bindings, rows, terms)]
+    groups: dict[tuple, list] = {}
+    out: list[_Batched | None] = [None] * len(pubs)
+    met: dict[int, tuple] = {}  # a circuit object met before in this call
+    for i, pub in enumerate(pubs):
+        found = met.get(id(pub.circuit))
+        if found is None:
+            found = met[id(pub.circuit)] = (needs_lowering(pub.circuit),)
+        if found[0]:
+            continue
+        shape, params = pub.shape, pub.parameter_values
+        if params.size == 0:
+            continue
+        template, rows = _pub_template(pub, templates)
+        if template is None:
+            continue
+        out[i] = done = _Batched({}, {}, None, (template, rows), [])
+        p_of = np.broadcast_to(np.arange(params.size).reshape(params.shape), shape)
+        o_of = np.broadcast_to(
+            np.arange(pub.observables.size).reshape(pub.observables.shape), shape)
+        for order, terms, bindings in _label_groups(pub, _pairs(p_of, o_of), templates):
+            done.groups.append((order, terms, bindings))
+            groups.setdefault((id(template), tuple(order)), []).append(
+                (i, bindings, rows[bindings], terms, template))
+    for (_, order), members in groups.items():
+        if len(members) < 2:
+            continue
+        template, terms = members[0][4], members[0][3]
+        before = engine.stats.to_dict()
+        swept = sweep_term_values(engine, template,
+                                  np.concatenate([m[2] for m in members]), terms)
+        if swept is None:
+            continue
+        values, ok = swept
+        after = engine.stats.to_dict()
+        spent = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+        for k in spent:  # charged back to the pubs, each its share
+            setattr(engine.stats, k, before[k])
+        taken_all = int(ok.sum())
+        at = 0
+        for i, bindings, _, _, _ in members:
+            part, ok_part = values[at:at + len(bindings)], ok[at:at + len(bindings)]
+            at += len(bindings)
+            done = out[i]
+            done.route = engine.route
+            for j, b in enumerate(bindings):
+                if ok_part[j]:
+                    done.values[b] = dict(zip(order, part[j].tolist()))
+            taken = int(ok_part.sum())
+            for k, v in spent.items():
+                share = (v * taken // taken_all if isinstance(v, int)
+                         else v * taken / taken_all) if taken_all else 0
+                done.stats[k] = done.stats.get(k, 0) + share
+    return out
 
 
 def _engine_calls(engine: ExpectationEngine, pub: EstimatorPub, pairs: dict[int, set[int]],
