@@ -174,4 +174,5 @@ def make_template(qc, probe: np.ndarray | None = None) -> ParametricCircuit | No
     return ParametricCircuit.fixed(from_qiskit(qc))
 
 
-__all__ = ["TEMPLATES_KEPT", "TEMPLATE_INSTRUCTIONS_KEPT", "TemplateCache", "circuit_key", "make_template"]
+__all__ = ["TEMPLATES_KEPT", "TEMPLATE_INSTRUCTIONS_KEPT", "TemplateCache", "circuit_key",
+           "make_template"]
