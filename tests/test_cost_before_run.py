@@ -19,7 +19,7 @@ from qsimdist.cli import main
 from qsimdist.engine.expectation import ExpectationEngine, expectation_values
 from qsimdist.errors import InvalidInputError, ProfileError
 from qsimdist.planner.estimate import plan_cost, predicted_local_seconds, seconds_text
-from qsimdist.planner.path import PathOptions
+from qsimdist.planner.path import PathOptions, find_path
 from qsimdist.planner.plan import build_plan, make_plan
 
 
@@ -198,24 +198,32 @@ def test_a_costly_contraction_earns_a_longer_search(monkeypatch, caplog):
     net = _rqc_network()
     inputs, output, size_dict, _ = net.symbolic()
     greedy = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
-    opts = PathOptions(cache=False)
+    opt = ctg.HyperOptimizer(max_repeats=1, methods=["greedy"], progbar=False)
     # a search of 2 s so far, on a contraction predicted at a fraction of a second: no more
-    assert path._search_more(greedy, inputs, output, size_dict, opts, None, False, 2.0) is greedy
-    # every contraction counts as costly here: 2 s more are earned
+    assert path._search_more(greedy, opt, inputs, output, size_dict, None, 2.0) is greedy
+    assert not opt.scores  # the optimiser never ran
+    # every contraction counts as costly here: 2 s more are earned, in rounds of 1 s
     monkeypatch.setattr(costs, "SEARCH_SHARE", 1e12)
     monkeypatch.setattr(costs, "MAX_SCALED_SEARCH_SECONDS", 2.0)
     monkeypatch.setattr(costs, "MIN_SCALED_SEARCH_SECONDS", 0.5)
+    monkeypatch.setattr(costs, "SEARCH_ROUND_SECONDS", 1.0)
     with caplog.at_level(logging.INFO, logger="qsimdist.planner.path"):
-        longer = path._search_more(greedy, inputs, output, size_dict, opts, None, False, 0.0)
+        longer = path._search_more(greedy, opt, inputs, output, size_dict, None, 0.0)
     assert "searching 2.0 s more" in caplog.text
+    assert caplog.text.count("more") == 2  # two rounds of 1 s (the budget priced again)
     assert longer.contraction_cost() < greedy.contraction_cost()  # greedy is easily beaten
+    # with a slicing target, the tree kept is the cheapest once sliced, and fits it
+    target = int(greedy.max_size()) // 8
+    sliced = path._search_more(greedy.slice(target_size=target, allow_outer=False), opt,
+                               inputs, output, size_dict, target, 0.0)
+    assert sliced.max_size() <= target and sliced.nslices > 1
     caplog.clear()  # a budget the user set is the budget
     with caplog.at_level(logging.INFO, logger="qsimdist.planner.path"):
         path.find_path(net, PathOptions(cache=False, max_repeats=2))
     assert "more" not in caplog.text
 
 
-def test_a_plan_that_slicing_made_costly_is_searched_again_slicing_aware(monkeypatch):
+def test_a_plan_that_slicing_made_costly_is_searched_again_by_its_sliced_cost(monkeypatch):
     from qsimdist.hardware import costs
 
     net = _rqc_network()
@@ -231,3 +239,23 @@ def test_a_plan_that_slicing_made_costly_is_searched_again_slicing_aware(monkeyp
     assert aware.stats.peak_bytes <= limit
     assert aware.stats.flops <= along.stats.flops
     np.testing.assert_allclose(aware.execute(), along.execute(), rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("slicing", ["after", "aware"])
+def test_a_search_with_a_slicing_target_fits_it_either_way(slicing):
+    import cotengra as ctg
+
+    net = _rqc_network()
+    whole = find_path(net, PathOptions(cache=False, max_repeats=4))
+    inputs, output, size_dict, _ = net.symbolic()
+    biggest = ctg.ContractionTree.from_path(inputs, output, size_dict,
+                                            ssa_path=whole.ssa_path).max_size()
+    target = int(biggest) // 4
+    res = find_path(net, PathOptions(cache=False, max_repeats=4, slicing=slicing), target)
+    plan = build_plan(net, res.ssa_path, res.sliced, "complex64")
+    assert res.sliced and plan.stats.max_intermediate <= target
+
+
+def test_an_unknown_slicing_mode_is_refused():
+    with pytest.raises(InvalidInputError, match="slicing must be one of after, aware"):
+        PathOptions(slicing="inside")

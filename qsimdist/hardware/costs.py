@@ -119,15 +119,16 @@ MAX_SCALED_SEARCH_SECONDS = 600.0
 FIRST_TRIALS = 4
 #: the least extra search worth starting (seconds)
 MIN_SCALED_SEARCH_SECONDS = 2.0
+#: that extra search runs in rounds of at most this many seconds, the budget priced again
+#: on the best tree after each (a cheaper tree shortens it)
+SEARCH_ROUND_SECONDS = 30.0
 #: a plan sliced to fit memory along the unsliced search's path that runs more than this
 #: many times that path's FLOPs, and is predicted at least :data:`SLICED_RESEARCH_SECONDS`
-#: (at :data:`SEARCH_RATE`), earns a second, slicing-aware search (cotengra's slicing
-#: reconfiguration at the memory's slicing target); the cheaper plan is kept
+#: (at :data:`SEARCH_RATE`), earns a second search scored by the sliced cost (each round's
+#: best tree sliced to the memory's slicing target; its budget, as above, a share of the
+#: sliced tree's predicted run); the cheaper plan is kept
 SLICED_RESEARCH_OVERHEAD = 2.0
 SLICED_RESEARCH_SECONDS = 20.0
-#: trials of that search at most; its time is bounded as :data:`SEARCH_SHARE` of the
-#: predicted run, at most :data:`MAX_SCALED_SEARCH_SECONDS`
-SLICED_RESEARCH_TRIALS = 64
 #: flop-equivalents of one second of per-contraction work (building, simplifying, planning)
 #: when bitstrings are batched into patterns; only the ratio to the model's flops matters
 #: when batch widths are compared

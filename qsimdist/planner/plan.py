@@ -459,9 +459,10 @@ def make_plan(
 def _slicing_aware(net: Network, plan: Plan, unsliced, memory_limit: int, dtype: str,
                    path_options: PathOptions | None, progbar: bool,
                    costs: LocalCosts | None) -> Plan:
-    """``plan``, or a cheaper one from a slicing-aware search where slicing along the
-    unsliced search's path multiplied its FLOPs (see
-    :data:`~qsimdist.hardware.costs.SLICED_RESEARCH_OVERHEAD`)."""
+    """``plan``, or a cheaper one from a second search scored by the sliced cost, where
+    slicing along the unsliced search's path multiplied its FLOPs (see
+    :data:`~qsimdist.hardware.costs.SLICED_RESEARCH_OVERHEAD`). Its budget, where the user
+    set none, scales with the sliced plan's predicted run (:attr:`PathOptions.slicing`)."""
     from ..hardware import costs as constants
 
     if plan.stats.flops / 8 / constants.SEARCH_RATE < constants.SLICED_RESEARCH_SECONDS:
@@ -472,12 +473,8 @@ def _slicing_aware(net: Network, plan: Plan, unsliced, memory_limit: int, dtype:
     itemsize = np.dtype(dtype).itemsize
     floor = math.prod(net.size_dict[i] for i in net.output)
     opts = path_options or PathOptions()
-    if opts.max_time is None and opts.max_repeats is None:
-        # bounded like the search that earned it: a share of the predicted run
-        seconds = plan.stats.flops / 8 / constants.SEARCH_RATE
-        opts = replace(opts, max_time=max(constants.MIN_SCALED_SEARCH_SECONDS, min(
-            constants.SEARCH_SHARE * seconds, constants.MAX_SCALED_SEARCH_SECONDS)),
-            max_repeats=constants.SLICED_RESEARCH_TRIALS)
+    # other trials than the unsliced search's (the same seed would repeat them)
+    opts = replace(opts, seed=opts.seed + 1)
     aware = find_path(net, opts, slice_target(memory_limit, itemsize, floor), progbar)
     other = fit_to_memory(net, aware.ssa_path, memory_limit, dtype, sliced=aware.sliced,
                           costs=costs)

@@ -281,7 +281,7 @@ def search(net: Network, target: Target, budget_seconds: float, *, out: str | os
         mem_elems = target.profile.usable_memory * target.devices // (
             2 * _itemsize(target.dtype))
         res = find_path(net, PathOptions(max_time=share, max_repeats=10**6, minimize="flops",
-                                         seed=seed), target_size=max(2, mem_elems))
+                                         seed=seed, slicing="aware"), target_size=max(2, mem_elems))
         tree = Tree([tuple(p) for p in res.ssa_path], list(res.sliced),
                     {"from": "cotengra hyper-optimiser, slicing-aware"})
     t_score = time.perf_counter()
