@@ -201,6 +201,25 @@ def test_pubs_of_one_circuit_in_a_call_run_as_one_batched_pass(monkeypatch):
         np.testing.assert_allclose(a.data.evs, b.data.evs, rtol=0, atol=EXACT)
 
 
+def test_barriers_and_measurements_do_not_change_a_circuits_key():
+    """Qiskit makes a new barrier object at each reading of a circuit's data: keyed by
+    identity, a SamplerQNN's circuit (``measure_all``: a barrier) missed its template every
+    call. Named instead, the same circuit finds it; a different directive does not."""
+    qc = real_amplitudes(2, reps=1)
+    qc.measure_all()
+    qc = qc.copy()  # (a copy's barrier is made anew at each reading)
+    assert qc.data[-3].operation is not qc.data[-3].operation
+    assert templates_module.circuit_key(qc)[0] == templates_module.circuit_key(qc)[0]
+    sampler = SamplerV2(seed=3)
+    v = np.linspace(0.1, 0.7, qc.num_parameters)
+    for _ in range(3):
+        sampler.run([(qc, v)], shots=16).result()
+    assert sampler._templates.built == 1 and sampler._templates.reused == 2
+    reset = qc.copy()  # a reset where qubit 1 was measured: another circuit
+    reset.data = [*reset.data[:-1], reset.data[-1].replace(operation=lib.Reset(), clbits=())]
+    assert templates_module.circuit_key(reset)[0] != templates_module.circuit_key(qc)[0]
+
+
 def test_template_cache_keeps_within_its_instruction_budget():
     """Templates of more instructions than the budget: the least recently used go, the
     newest always stays, and the count of instructions held follows."""

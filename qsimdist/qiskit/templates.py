@@ -16,6 +16,7 @@ circuit and records the note again.
 
 from __future__ import annotations
 
+import functools
 import numbers
 from collections import OrderedDict
 
@@ -59,10 +60,24 @@ def circuit_key(qc) -> tuple[tuple, list]:
             head = inst.name
         else:
             op = inst.operation
-            keep.append(op)
-            head = ("id", id(op), op.name)
+            if type(op) in _directives() and getattr(op, "condition", None) is None:
+                # by name: Qiskit makes a new object of these at each reading of a
+                # circuit's data (a barrier keyed by identity missed every call)
+                head = inst.name
+            else:
+                keep.append(op)
+                head = ("id", id(op), op.name)
         items.append((head, tuple(value(v) for v in inst.params), inst.qubits, inst.clbits))
     return tuple(items), keep
+
+
+@functools.cache
+def _directives() -> tuple[type, ...]:
+    """Qiskit's standard non-gate instructions, which a circuit's key names by their name
+    and parameters (their qubits and clbits beside): nothing else tells two apart."""
+    from qiskit.circuit import Barrier, Delay, Measure, Reset
+
+    return (Barrier, Delay, Measure, Reset)
 
 
 class TemplateCache:
