@@ -405,6 +405,52 @@ def test_sampler_converts_once_and_draws_as_per_set(monkeypatch):
     assert np.array_equal(got.array, slow.array)
 
 
+def test_sampler_sets_of_a_pub_are_drawn_from_one_batched_pass(monkeypatch):
+    """A pub of many sets (a SamplerQNN's batch) is drawn from one batched statevector
+    pass: the route says so, the draws are those of the statevector route set by set
+    (the same states, one ``rng.random(shots)`` each), registers of some of the qubits
+    included, and the counts follow the exact probabilities."""
+    from qiskit import ClassicalRegister
+    from qiskit.quantum_info import Statevector
+
+    import qsimdist.engine.binding_sweep as sweep_module
+
+    qc = efficient_su2(3, reps=1)
+    a, b = ClassicalRegister(2, "a"), ClassicalRegister(1, "b")
+    qc.add_register(a)
+    qc.add_register(b)
+    qc.measure([2, 0], a)
+    qc.measure(1, b)
+    values = np.random.default_rng(8).uniform(-3, 3, (12, qc.num_parameters))
+    res = SamplerV2(seed=4).run([(qc, values)], shots=4000).result()[0]
+    route = res.metadata["sampling"]["route"]
+    assert route["method"] == "statevector" and route["kernel"] == "batched"
+    passes = []
+    real = sweep_module.sweep_states
+
+    def counting(*args):
+        passes.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(sweep_module, "sweep_states", counting)
+    again = SamplerV2(seed=4).run([(qc, values)], shots=4000).result()[0]
+    assert len(passes) == 1 and np.array_equal(again.data.a.array, res.data.a.array)
+    monkeypatch.setattr(sweep_module, "sampling_sweep_route", lambda *a, **k: None)
+    alone = SamplerV2(seed=4, options={"method": "statevector"}).run(
+        [(qc, values)], shots=4000).result()[0]
+    assert "kernel" not in alone.metadata["sampling"]["route"] or \
+        alone.metadata["sampling"]["route"]["kernel"] != "batched"
+    assert np.array_equal(res.data.a.array, alone.data.a.array)
+    assert np.array_equal(res.data.b.array, alone.data.b.array)
+    bare = qc.remove_final_measurements(inplace=False)
+    for k in range(len(values)):
+        probs = Statevector(bare.assign_parameters(values[k])).probabilities_dict(qargs=[2, 0])
+        counts = res.data.a.get_counts(k)
+        for key, p in probs.items():
+            # key over qargs [2, 0] is "q0 q2"; register a's bits are (q2, q0): "q0 q2"
+            assert abs(counts.get(key, 0) / 4000 - p) < 5 * np.sqrt(p * (1 - p) / 4000) + 1e-9
+
+
 # ------------------------------------------------------------------ the batched pass
 def test_terms_on_states_is_the_expectation_value():
     from qiskit.quantum_info import Statevector

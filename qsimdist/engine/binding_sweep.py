@@ -401,6 +401,74 @@ def sweep_term_values(engine, template: ParametricCircuit, rows: np.ndarray,
     return values, ok
 
 
+def sampling_sweep_route(template: ParametricCircuit, sets: int, measured: list[int],
+                         shots: int, method: str, executor: str, backend: str):
+    """``(plan, route)`` where a sampler's ``sets`` parameter sets of ``template`` are
+    better drawn from one batched statevector pass than routed one by one, else ``None``.
+
+    The estimator's rule (:func:`sweep_route`) for a sampler: method ``auto`` or
+    ``statevector``, numpy in one process, at most :data:`SWEEP_MAX_QUBITS` qubits, and
+    (``auto``) the pass and the draw per set predicted below one routed set's
+    tensor-network floor and fixed seconds; a circuit without parameters that is Clifford
+    keeps the stabilizer route where that is priced cheaper."""
+    from ..executors.kinds import executor_kind
+    from ..executors.statevector import statevector_bytes
+    from .router import Route, tn_floor
+    from .sampling import folded_gates_at_least
+
+    n = template.n_qubits
+    if (method not in ("auto", "statevector") or n > SWEEP_MAX_QUBITS or sets <= 0
+            or backend != "numpy" or executor_kind(executor).distributed):
+        return None
+    if len(template.memo) > 256:
+        template.memo.clear()
+    key = ("sample", sets)
+    plan = template.memo.get(key)
+    if plan is None:
+        plan = template.memo[key] = SweepPlan.of(template, sets, [])
+    # the draw (a marginal and the shots) is the same either way: not in the comparison
+    read = (costs.MARGINAL_SECONDS_PER_ELEMENT * 2.0**n + costs.DRAW_SECONDS_PER_SHOT * shots)
+    per_set = plan.seconds / sets
+    floor = template.memo.get(("sample floor",))
+    if floor is None:
+        floor = template.memo[("sample floor",)] = tn_floor(
+            folded_gates_at_least(GateCircuit(n, template.gates)), 1)
+    if method == "auto":
+        if per_set > floor + costs.ROUTED_SET_SECONDS:
+            return None
+        if not template.parametrised:
+            from . import stabilizer
+
+            gc = template.bind(np.zeros(0))
+            choice = None if gc is None else stabilizer.choose_for_sampling(
+                gc, measured, shots, method, executor, backend)
+            if choice is not None and (choice.route is not None
+                                       or choice.seconds <= per_set + read):
+                return None
+    reason = "requested" if method == "statevector" else (
+        f"{sets} parameter set(s) in one batched pass, predicted below the tensor-network "
+        "floor")
+    route = Route("statevector", reason, per_set + read, floor or None,
+                  statevector_bytes(n, "complex128"), plan.width, engine="qsimdist",
+                  kernel="batched")
+    return plan, route
+
+
+def sweep_states(template: ParametricCircuit, plan: SweepPlan, rows: np.ndarray):
+    """The final states of every parameter set (``rows``) by the batched pass, chunk by
+    chunk: ``(first set, states (sets x 2^n, index bit q: qubit q), ok)`` per chunk,
+    ``ok`` per set whether it was bound from the template (one that is not must be run on
+    its own)."""
+    sets = len(rows)
+    varying = sum(template.gates[k].matrix.size for k, v in enumerate(_varying(template)) if v)
+    chunk = max(1, min(SWEEP_CHUNK_ELEMENTS >> template.n_qubits,
+                       SWEEP_CHUNK_ELEMENTS // max(varying, 1)))
+    for lo in range(0, sets, chunk):
+        hi = min(sets, lo + chunk)
+        bound = template.bound_gates(rows[lo:hi])
+        yield lo, _states(template, plan, bound, 0, hi - lo, plan.fixed), bound.ok
+
+
 def _stabilizer_taken(engine, template: ParametricCircuit, live, seconds: float) -> bool:
     """Whether a circuit without parameters is better left to the stabilizer route: a
     Clifford circuit whose stim price is below the other routes' floors or below
@@ -415,5 +483,5 @@ def _stabilizer_taken(engine, template: ParametricCircuit, live, seconds: float)
     return choice is not None and (choice.route is not None or choice.seconds <= seconds)
 
 
-__all__ = ["SWEEP_MAX_QUBITS", "SweepPlan", "sweep_route", "sweep_term_values",
-           "terms_on_states"]
+__all__ = ["SWEEP_MAX_QUBITS", "SweepPlan", "sampling_sweep_route", "sweep_route",
+           "sweep_states", "sweep_term_values", "terms_on_states"]

@@ -58,12 +58,22 @@ def sample_statevector(circuit: GateCircuit, measured: list[int], dtype: str, ro
     ``cache``: the router's :class:`~qsimdist.engine.router.CircuitCache` (its fusion
     blocks are run).
     """
-    from ..executors.statevector import compiled_kernel_runs
     from ..frontends.fusion import statevector_flops
     from .statevector_run import final_state
 
-    n = circuit.n_qubits
     state, fused, _ = final_state(circuit, dtype, route, cache=cache)
+    rows, probs = rows_from_state(state, measured, u)
+    return rows, probs, statevector_flops(fused)
+
+
+def rows_from_state(state: np.ndarray, measured: list[int], u: np.ndarray
+                    ) -> tuple[np.ndarray, dict]:
+    """Rows of the ``measured`` bits drawn by ``u`` from a flat state (index bit ``q``:
+    qubit ``q``), and each distinct row's probability: the statevector route's draw
+    (:func:`sample_statevector`), also that of the sampler's batched pass."""
+    from ..executors.statevector import compiled_kernel_runs
+
+    n = int(state.size).bit_length() - 1
     if len(set(measured)) == n:  # every qubit: draw state indices, no marginal
         from ..executors import sv_kernels
 
@@ -82,11 +92,10 @@ def sample_statevector(circuit: GateCircuit, measured: list[int], dtype: str, ro
         drawn, first = np.unique(idx, return_index=True)
         p = np.abs(state[drawn].astype(np.complex128)) ** 2 / total
         probs = dict(zip(map(tuple, rows[first].tolist()), p.tolist()))
-        return rows, probs, statevector_flops(fused)
+        return rows, probs
     p = _marginal_of_state(state, measured)
     del state
-    bits, probs = draw_rows(p, u, len(measured))
-    return bits, probs, statevector_flops(fused)
+    return draw_rows(p, u, len(measured))
 
 
 def _marginal_of_state(state: np.ndarray, measured: list[int]) -> np.ndarray:
@@ -110,5 +119,6 @@ __all__ = [
     "draw_from_distribution",
     "draw_rows",
     "index_bits",
+    "rows_from_state",
     "sample_statevector",
 ]

@@ -188,7 +188,18 @@ class SamplerV2(BaseSamplerV2):
         with recording_definitions() as by_definition:
             # lowered and converted once, each parameter set only filling in the gates
             lowered, template, rows = self._template(pub)
+            batch = self._batch(pub, lowered, template, rows, contractor)
+            chunk = None
             for flat, index in enumerate(np.ndindex(*shape)):
+                if batch is not None:  # the batched pass's state of this set
+                    if chunk is None or flat >= chunk[0] + len(chunk[1]):
+                        chunk = next(batch.chunks)
+                    if chunk[2][flat - chunk[0]]:
+                        clbits = batch.draw(chunk[1][flat - chunk[0]], pub.shots, rng)
+                        infos.append(batch.info)
+                        for creg in registers:
+                            arrays[creg.name][index] = _pack(clbits, clbit_of[creg.name])
+                        continue
                 gc = template.bind(rows[flat]) if template is not None else None
                 if gc is not None:
                     one = lowered
@@ -215,6 +226,30 @@ class SamplerV2(BaseSamplerV2):
         if self._options.return_amplitudes:
             metadata["amplitudes"] = amplitudes.get((), {}) if pub.shape == () else amplitudes
         return SamplerPubResult(DataBin(**meas, shape=pub.shape), metadata=metadata)
+
+    def _batch(self, pub, lowered, template, rows, contractor: Contractor) -> _Batch | None:
+        """The pub's parameter sets drawn from one batched statevector pass
+        (:func:`~qsimdist.engine.binding_sweep.sampling_sweep_route`), where taken: a static
+        circuit (final measurements only) with a template, without amplitudes asked for."""
+        if (template is None or lowered is None or lowered.dynamic or lowered.ancillas
+                or self._options.return_amplitudes):
+            return None
+        from ..engine.binding_sweep import sampling_sweep_route, sweep_states
+
+        sources = lowered.clbit_sources
+        measured = sorted({q for q in sources if q is not None})
+        if not measured or pub.shots == 0:
+            return None
+        chosen = sampling_sweep_route(template, len(rows), measured, pub.shots,
+                                      self._options.method, contractor.executor,
+                                      contractor.backend)
+        if chosen is None:
+            return None
+        plan, route = chosen
+        info = SampleInfo("statevector", len(measured), template.n_qubits,
+                          predicted_flops=plan.flops,
+                          extra={"route": route.to_dict(), "dynamic": False, "ancillas": 0})
+        return _Batch(sweep_states(template, plan, rows), sources, measured, info)
 
     def _template(self, pub):
         """``(lowered circuit, its template, parameter sets as rows)`` of the pub, or
@@ -259,6 +294,32 @@ class SamplerV2(BaseSamplerV2):
         labels = [reorder_bits(row, "natural") for row in rows.tolist()]  # qubit 0 rightmost
         res = run_amplitudes(gc, labels, contractor.options)
         return {b: complex(res.get(b)) for b in labels}
+
+
+@dataclass
+class _Batch:
+    """A pub's sets drawn from the batched pass: its states chunk by chunk
+    (:func:`~qsimdist.engine.binding_sweep.sweep_states`), the clbits' source qubits, the
+    measured qubits and the report of each set."""
+
+    chunks: object
+    sources: list
+    measured: list[int]
+    info: SampleInfo
+
+    def draw(self, state: np.ndarray, shots: int, rng: np.random.Generator) -> np.ndarray:
+        """Every clbit's ``shots`` values from ``state``: the statevector route's draw
+        (:func:`~qsimdist.engine.state_sampling.rows_from_state`), one ``rng.random(shots)``
+        as it takes."""
+        from ..engine.state_sampling import rows_from_state
+
+        bits, _ = rows_from_state(state, self.measured, rng.random(shots))
+        column = {q: k for k, q in enumerate(self.measured)}
+        clbits = np.zeros((shots, len(self.sources)), dtype=np.uint8)
+        for j, q in enumerate(self.sources):
+            if q is not None:
+                clbits[:, j] = bits[:, column[q]]
+        return clbits
 
 
 @dataclass
