@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -221,6 +222,34 @@ def test_a_costly_contraction_earns_a_longer_search(monkeypatch, caplog):
     with caplog.at_level(logging.INFO, logger="qsimdist.planner.path"):
         path.find_path(net, PathOptions(cache=False, max_repeats=2))
     assert "more" not in caplog.text
+
+
+def test_a_round_that_saved_more_than_it_took_earns_another(monkeypatch, caplog):
+    import logging
+
+    import cotengra as ctg
+
+    from qsimdist.hardware import costs
+    from qsimdist.planner import path
+
+    net = _rqc_network()
+    inputs, output, size_dict, _ = net.symbolic()
+    greedy = ctg.array_contract_tree(inputs, output, size_dict, optimize="greedy")
+    # a slow machine (one multiply-add a second): every saving is worth hours; the share
+    # pays for the first round of 1 s only
+    monkeypatch.setattr(costs, "SEARCH_RATE", 1.0)
+    monkeypatch.setattr(costs, "SEARCH_SHARE", 1.0 / float(greedy.contraction_cost()))
+    monkeypatch.setattr(costs, "SEARCH_ROUND_SECONDS", 1.0)
+    monkeypatch.setattr(costs, "MIN_SCALED_SEARCH_SECONDS", 0.2)
+    monkeypatch.setattr(costs, "MAX_SCALED_SEARCH_SECONDS", 4.0)
+    opt = ctg.HyperOptimizer(max_repeats=1, methods=["greedy"], progbar=False)
+    started = time.perf_counter()
+    with caplog.at_level(logging.INFO, logger="qsimdist.planner.path"):
+        better = path._search_more(greedy, opt, inputs, output, size_dict, None, 0.0)
+    rounds = caplog.text.count("s more")
+    assert better.contraction_cost() < greedy.contraction_cost()
+    assert rounds >= 2  # the first round's saving paid for a second
+    assert time.perf_counter() - started < 4.0 + 2.0  # within the cap (and one trial)
 
 
 def test_a_plan_that_slicing_made_costly_is_searched_again_by_its_sliced_cost(monkeypatch):

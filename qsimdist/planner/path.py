@@ -594,25 +594,31 @@ def _search_more(tree, opt, inputs, output, size_dict, target_size: int | None,
     """A costly contraction earns a longer search: while the best tree's predicted run
     (its multiply-adds at :data:`~qsimdist.hardware.costs.SEARCH_RATE`, sliced to
     ``target_size`` where one is given) is more than ``1 / SEARCH_SHARE`` times the search
-    so far, ``opt`` (the hyper-optimiser that found ``tree``, its sampler's state kept)
-    searches on in rounds of at most :data:`~qsimdist.hardware.costs.SEARCH_ROUND_SECONDS`,
-    at most ``MAX_SCALED_SEARCH_SECONDS`` in all, and the cheaper tree (sliced to the
-    target) is kept. Only where the user gave no budget (``max_time`` and ``max_repeats``
+    so far, or the last round saved more predicted time than it took, ``opt`` (the
+    hyper-optimiser that found ``tree``, its sampler's state kept) searches on in rounds
+    of at most :data:`~qsimdist.hardware.costs.SEARCH_ROUND_SECONDS`, at most
+    ``MAX_SCALED_SEARCH_SECONDS`` in all, and the cheaper tree (sliced to the target) is
+    kept. Only where the user gave no budget (``max_time`` and ``max_repeats``
     unset); the cheap majority of networks never gets here, and keeps a path independent
     of the clock."""
     t0 = time.perf_counter() - spent
     first = float(tree.contraction_cost())
-    rounds = 0
+    rounds, gain, took = 0, 0.0, 0.0
     while True:
         predicted = float(tree.contraction_cost()) / costs.SEARCH_RATE
-        left = min(costs.SEARCH_SHARE * predicted, costs.MAX_SCALED_SEARCH_SECONDS) - (
-            time.perf_counter() - t0)
+        so_far = time.perf_counter() - t0
+        left = min(costs.SEARCH_SHARE * predicted, costs.MAX_SCALED_SEARCH_SECONDS) - so_far
         if left < costs.MIN_SCALED_SEARCH_SECONDS:
-            break
+            # past the share: a round that saved more predicted time than it took earns
+            # another, within the cap
+            left = min(costs.SEARCH_ROUND_SECONDS, costs.MAX_SCALED_SEARCH_SECONDS - so_far)
+            if not (rounds and gain > took) or left < costs.MIN_SCALED_SEARCH_SECONDS:
+                break
         logger.info("path search: the best contraction is predicted %.3g s; searching %.1f s "
                     "more", predicted, left)
         opt.max_time = min(left, costs.SEARCH_ROUND_SECONDS)
         opt.max_repeats = 1 << 20
+        started = time.perf_counter()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -622,7 +628,9 @@ def _search_more(tree, opt, inputs, output, size_dict, target_size: int | None,
         rounds += 1
         if target_size is not None and other.max_size() > target_size:
             other = _slice(other, target_size)
-        if float(other.contraction_cost()) < float(tree.contraction_cost()):
+        took = time.perf_counter() - started
+        gain = predicted - float(other.contraction_cost()) / costs.SEARCH_RATE
+        if gain > 0:
             tree = other
     if rounds:
         logger.info("path search: %s (10^%.2f against 10^%.2f multiply-adds%s)",
