@@ -139,6 +139,13 @@ def _timed_classes():
             return self._timed(pubs, {} if shots is None else {"shots": shots})
 
     class AerEstimator(TimedEstimator):
+        @property
+        def default_precision(self) -> float:
+            # qiskit-algorithms reads ``estimator.default_precision``, which Aer's
+            # EstimatorV2 keeps in its options only (without this, VarQITE's gradient
+            # raised AttributeError and the evolution stopped after its first QGT)
+            return self.inner.options.default_precision
+
         def _prepare(self, pub):
             from qiskit.primitives.containers.estimator_pub import EstimatorPub
 
@@ -157,12 +164,23 @@ def _timed_classes():
 
 
 _AER_BASIS: list[str] = []
+#: id of a circuit -> (the circuit, its transpiled form): both kept alive, so that no
+#: later circuit reuses an id (Aer's values went wrong on VarQITE's gradient circuits
+#: when the transpiled circuits were let go call after call)
+_AER_MADE: dict[int, tuple] = {}
 
 
 def _for_aer(circuit):
     """``circuit`` in Aer's basis (untimed): Aer's primitives take ISA circuits only, and
     its documentation transpiles them for the simulator first; without a coupling map the
     qubits stay where they are."""
+    made = _AER_MADE.get(id(circuit))
+    if made is None or made[0] is not circuit:
+        made = _AER_MADE[id(circuit)] = (circuit, _transpile_for_aer(circuit))
+    return made[1]
+
+
+def _transpile_for_aer(circuit):
     from qiskit import transpile
 
     if not _AER_BASIS:
@@ -479,8 +497,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for r in rows:
         q, ref, a = r["qsimdist"], r["reference"], r.get("aer")
         calls = f"{r['calls']} / {r['pubs']}"
-        if q["calls"] != r["calls"] or q["pubs"] != r["pubs"]:
-            calls += f" (qsimdist {q['calls']} / {q['pubs']})"
+        for w in who[1:]:
+            if r[w]["calls"] != r["calls"] or r[w]["pubs"] != r["pubs"]:
+                calls += f" ({w} {r[w]['calls']} / {r[w]['pubs']})"
 
         def agree(x):
             return (f"{x['max_abs_deviation']:.1e} "
