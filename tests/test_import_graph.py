@@ -92,6 +92,37 @@ def test_planner_never_imports_executors():
     assert up == []
 
 
+def test_no_private_cross_module_imports():
+    """No module of ``qsimdist/`` takes a private name from another (issue 53).
+
+    The rule, as ``tools/import_graph.py`` reads it: a ``from M import _name`` where ``M``
+    is a qsimdist module other than the importer and ``_name`` starts with one underscore
+    (dunder names such as ``__version__`` are public, and ``from __future__`` is not a
+    qsimdist module). The name imported is what counts, not the module it comes from: the
+    underscore modules (``_fileio``, ``_optional``, ``_resources``) are package-internal,
+    so ``from .._fileio import write_atomic`` is allowed, while ``from .. import _fileio``
+    names a private name and is refused. A helper two modules share takes a public name in
+    its home module. Imports under ``if TYPE_CHECKING:`` never run and are not counted.
+    """
+    _, _, _, private = _graph()
+    assert sorted(private) == []
+
+
+def test_a_private_cross_module_import_is_reported(tmp_path):
+    tool = _tool()
+    pkg = _fake_package(tmp_path, {
+        "__init__.py": "",
+        "_fileio.py": "def write():\n    pass\n",
+        "a.py": "from __future__ import annotations\nfrom ._fileio import write\n"
+                "from . import __doc__\n_own = 1\nfrom .a import _own\n",
+        "b.py": "def f():\n    from .a import _own\n",
+        "c.py": "from . import _fileio\n",
+    })
+    _, private = tool.graph(tool._modules(pkg))
+    assert sorted(private) == [("qsimdist.b", "qsimdist.a", "_own"),
+                               ("qsimdist.c", "qsimdist", "_fileio")]
+
+
 def test_type_checking_imports_are_skipped(tmp_path):
     pkg = tmp_path / "qsimdist"
     pkg.mkdir()

@@ -516,7 +516,7 @@ class ExpectationEngine:
         st.doubled_terms += len(live)
 
 
-def _circuit(source) -> GateCircuit:
+def circuit_for_expectation(source) -> GateCircuit:
     obj = load(source)
     if isinstance(obj, Network):
         raise InvalidInputError(
@@ -563,7 +563,7 @@ def expectation_values(
         term's value is real).
     """
     labels = [paulis] if isinstance(paulis, str) else list(paulis)
-    gc = _circuit(circuit)
+    gc = circuit_for_expectation(circuit)
     terms = [parse_term(label, gc.n_qubits) for label in labels]
     if engine is None:
         engine = ExpectationEngine(dtype=dtype, memory_limit=memory_limit, backend=backend,

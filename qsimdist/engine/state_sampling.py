@@ -93,12 +93,12 @@ def rows_from_state(state: np.ndarray, measured: list[int], u: np.ndarray
         p = np.abs(state[drawn].astype(np.complex128)) ** 2 / total
         probs = dict(zip(map(tuple, rows[first].tolist()), p.tolist()))
         return rows, probs
-    p = _marginal_of_state(state, measured)
+    p = marginal_of_state(state, measured)
     del state
     return draw_rows(p, u, len(measured))
 
 
-def _marginal_of_state(state: np.ndarray, measured: list[int]) -> np.ndarray:
+def marginal_of_state(state: np.ndarray, measured: list[int]) -> np.ndarray:
     """``p`` over ``measured`` (first the most significant) from the flat state."""
     n = int(state.size).bit_length() - 1
     probs = np.square(state.real)

@@ -154,7 +154,7 @@ def expectation_costs(circuit, paulis: str | Sequence[str], *, dtype: str = "com
         slices, predicted seconds here, and the dp schedule on ``profile`` where asked.
     """
     from ..errors import InvalidInputError
-    from .expectation import ExpectationEngine, _circuit
+    from .expectation import ExpectationEngine, circuit_for_expectation
     from .pauli_terms import parse_term
 
     if devices is not None and profile is None:
@@ -165,7 +165,7 @@ def expectation_costs(circuit, paulis: str | Sequence[str], *, dtype: str = "com
         prof = load_profile(profile)  # an unknown name: one line with the valid ones
         prof.check_devices(devices or prof.devices_per_node)
     labels = [paulis] if isinstance(paulis, str) else list(paulis)
-    gc = _circuit(circuit)
+    gc = circuit_for_expectation(circuit)
     terms = [parse_term(label, gc.n_qubits) for label in labels]
     if engine is None:
         engine = ExpectationEngine(dtype=dtype, memory_limit=memory_limit, backend=backend,

@@ -88,16 +88,16 @@ FUSION_WIDTH = 4
 NUMPY_KERNEL_BELOW = 20
 
 _SKIPPED = ("barrier", "delay")
-_GATES, _MEASURE, _RESET, _FLAG_ALL, _FLAG_TABLE = range(5)
+OP_GATES, OP_MEASURE, OP_RESET, OP_FLAG_ALL, OP_FLAG_TABLE = range(5)
 #: the source of a clbit last written by a final measurement (no branch: never read)
-_LIVE = -1
+LIVE = -1
 
 
 class _Compiler:
     """Walks a bound circuit as :class:`qsimdist.qiskit.dynamic._Lowering` does, emitting a
     trajectory program: ``(kind, ...)`` tuples in the lowering's order (see
-    :class:`_Program`). Classical wires are numbered from 0; a clbit's source is the
-    wire holding its value, ``None`` (never written: 0) or :data:`_LIVE`."""
+    :class:`Program`). Classical wires are numbered from 0; a clbit's source is the
+    wire holding its value, ``None`` (never written: 0) or :data:`LIVE`."""
 
     def __init__(self, qc) -> None:
         self.qc = qc
@@ -113,7 +113,7 @@ class _Compiler:
         #: controls or more, no measurement or reset inside a condition)
         self.maybe_clifford = True
         self.used_later, self.read_later = later_uses(qc)
-        #: clbit -> the qubit a final measurement writes it from (source :data:`_LIVE`)
+        #: clbit -> the qubit a final measurement writes it from (source :data:`LIVE`)
         self.finals: dict[int, int] = {}
         #: branch points the lowering keeps on their own qubit (a final measurement whose
         #: bit a later condition reads): wires that are no ancilla there
@@ -137,9 +137,9 @@ class _Compiler:
         self.controlled(len(controls))
         if self.run is None or self.run[0] != controls:
             self.run = (controls, QuantumCircuit(self.n))
-            self.ops.append((_GATES, controls, len(self.segments)))
+            self.ops.append((OP_GATES, controls, len(self.segments)))
             self.segments.append(self.run)
-        if self.ops != [(_GATES, (), 0)]:
+        if self.ops != [(OP_GATES, (), 0)]:
             # from_qiskit takes a permutation as a relabelling of the wires, which holds
             # for a segment run from |0...0> only: elsewhere it is SWAPs
             pattern = permutation_pattern(op)
@@ -167,7 +167,7 @@ class _Compiler:
                 self.touched.add(logical)
                 final = top and not controls and logical not in self.used_later[pos]
                 if final and clbit not in self.read_later[pos]:
-                    self.sources[clbit] = _LIVE
+                    self.sources[clbit] = LIVE
                     self.finals[clbit] = logical
                     continue
                 self.in_place += int(final)
@@ -175,13 +175,13 @@ class _Compiler:
                 old = self.sources[clbit]
                 if controls:
                     self.maybe_clifford = False
-                    if old == _LIVE:
+                    if old == LIVE:
                         raise UnsupportedInstructionError(f"{where} rewrites a final bit")
                 new = self.fresh()
                 self.flush()
                 # a qubit nothing uses after this measurement leaves the state (its value
                 # is the outcome): the trajectory's state halves
-                self.ops.append((_MEASURE, logical, new, controls, old, final))
+                self.ops.append((OP_MEASURE, logical, new, controls, old, final))
                 self.sources[clbit] = new
                 self.branches += 1
                 continue
@@ -192,7 +192,7 @@ class _Compiler:
                 if controls:
                     self.maybe_clifford = False
                 self.flush()
-                self.ops.append((_RESET, logical, self.fresh(), controls))
+                self.ops.append((OP_RESET, logical, self.fresh(), controls))
                 self.branches += 1
                 continue
             if isinstance(op, IfElseOp):
@@ -247,7 +247,7 @@ class _Compiler:
         pairs: dict[int, int] = {}
         for bit, want in zip(members, values):
             src = self.sources[bits[bit]]
-            if src == _LIVE:
+            if src == LIVE:
                 raise UnsupportedInstructionError(f"the condition of {where} reads a final bit")
             if src is None:
                 if want:
@@ -262,7 +262,7 @@ class _Compiler:
         of the wires it reads is their pairs, otherwise a flag wire holds it."""
         members = expression_bits(condition)
         source = {bit: self.sources[bits[bit]] for bit in members}
-        if any(s == _LIVE for s in source.values()):
+        if any(s == LIVE for s in source.values()):
             raise UnsupportedInstructionError(f"the condition of {where} reads a final bit")
         wires = sorted({w for w in source.values() if w is not None})
         if len(wires) > MAX_EXPRESSION_QUBITS:
@@ -283,7 +283,7 @@ class _Compiler:
         if not all(truth[a] == (const ^ (bin(a & mask).count("1") & 1)) for a in range(1 << k)):
             self.maybe_clifford = self.maybe_clifford and k < 2
         self.flush()
-        self.ops.append((_FLAG_TABLE, flag, tuple(wires), tuple(truth)))
+        self.ops.append((OP_FLAG_TABLE, flag, tuple(wires), tuple(truth)))
         return ((flag, 1),)
 
     def if_else(self, op, qubits, clbits, cmap, circuit, controls: tuple, where: str) -> None:
@@ -316,7 +316,7 @@ class _Compiler:
         flag = self.fresh()
         self.controlled(len(both))
         self.flush()
-        self.ops.append((_FLAG_ALL, flag, both))
+        self.ops.append((OP_FLAG_ALL, flag, both))
         self.walk(true_body, qubits, clbits, ((flag, 1),), top=False)
         # the false branch: where the outer controls hold and the flag does not
         self.walk(false_body, qubits, clbits, tuple(sorted((*controls, (flag, 0)))), top=False)
@@ -354,15 +354,15 @@ def _standard_names() -> frozenset[str]:
     return frozenset(get_standard_gate_name_mapping())
 
 
-class _Program:
+class Program:
     """One binding's compiled circuit.
 
     Attributes:
         n: qubits.
-        ops: ``(_GATES, controls, segment)``, ``(_MEASURE, qubit, wire, controls, old
+        ops: ``(OP_GATES, controls, segment)``, ``(OP_MEASURE, qubit, wire, controls, old
             wire, drop)`` (``drop``: no later instruction but a measurement uses the qubit,
-            so it leaves the state once measured), ``(_RESET, qubit, wire, controls)``,
-            ``(_FLAG_ALL, wire, controls)`` or ``(_FLAG_TABLE, wire, wires, truth)``;
+            so it leaves the state once measured), ``(OP_RESET, qubit, wire, controls)``,
+            ``(OP_FLAG_ALL, wire, controls)`` or ``(OP_FLAG_TABLE, wire, wires, truth)``;
             ``controls`` are ``(wire, value)`` pairs that must all hold.
         segments: per segment, its fused gates (:func:`_prepared`).
         first: the fused gates of the first segment (run from ``|0...0>`` by
@@ -370,7 +370,7 @@ class _Program:
             without controls, else ``None``.
         wires: classical wires.
         sources: per clbit, the wire holding its value, ``None`` (never written: 0) or
-            :data:`_LIVE` (a final measurement: ``finals`` names its qubit).
+            :data:`LIVE` (a final measurement: ``finals`` names its qubit).
         finals: clbit -> the qubit its final measurement reads.
         lowered_qubits: the qubits of the deferred-measurement circuit.
         branches: branch points (measurements and resets), in order.
@@ -399,7 +399,7 @@ class _Program:
             self.gate_lists.append((len(controls), gc.gates))
             fused = fuse(gc.statevector_form(), FUSION_WIDTH, keep_diagonal=False)
             flags = diagonal_flags(fused)
-            if s == 0 and self.ops and self.ops[0][0] == _GATES and not self.ops[0][1]:
+            if s == 0 and self.ops and self.ops[0][0] == OP_GATES and not self.ops[0][1]:
                 self.first = (fused.gates, flags)
             self.segments.append([_prepared(g, d) for g, d in zip(fused.gates, flags)])
 
@@ -470,7 +470,7 @@ def _half_norms(state: np.ndarray, n: int, q: int) -> tuple[float, float]:
     return float(columns[:inner].sum()), float(columns[inner:].sum())
 
 
-class _Node:
+class Node:
     """A trajectory at a branch point: the state, the next op and the classical wires.
 
     ``dropped`` maps each qubit measured for the last time to its outcome: it has left
@@ -503,37 +503,37 @@ class _Node:
         self.where = {x: i for i, x in enumerate(self.alive)}
         self.state = rest
 
-    def copy(self) -> _Node:
-        return _Node(self.state.copy(), self.pos, list(self.wires), dict(self.dropped),
+    def copy(self) -> Node:
+        return Node(self.state.copy(), self.pos, list(self.wires), dict(self.dropped),
                      self.alive)
 
 
-class _Kept:
+class Kept:
     """The states kept between branch prefixes, every binding's together: at most
     ``states`` of them, the least recently used dropped first."""
 
     def __init__(self, states: int) -> None:
         self.states = max(1, states)
-        self.nodes: OrderedDict[tuple, _Node] = OrderedDict()
+        self.nodes: OrderedDict[tuple, Node] = OrderedDict()
 
-    def get(self, key: tuple) -> _Node | None:
+    def get(self, key: tuple) -> Node | None:
         node = self.nodes.get(key)
         if node is not None:
             self.nodes.move_to_end(key)
         return node
 
-    def put(self, key: tuple, node: _Node) -> None:
+    def put(self, key: tuple, node: Node) -> None:
         self.nodes[key] = node
         self.nodes.move_to_end(key)
         while len(self.nodes) > self.states:
             self.nodes.popitem(last=False)
 
 
-class _Binding:
+class Binding:
     """One binding's program, the ``p0`` of every branch prefix met and the values read
     on each branch; its states are kept in ``kept`` under ``(b, prefix)``."""
 
-    def __init__(self, program: _Program, kept: _Kept, b: int) -> None:
+    def __init__(self, program: Program, kept: Kept, b: int) -> None:
         self.program = program
         self.p0: dict[tuple, float] = {}
         self.kept = kept
@@ -544,7 +544,7 @@ class _Binding:
         self.spares: dict[int, np.ndarray] = {}
 
     # ------------------------------------------------------------------ running
-    def start(self) -> _Node:
+    def start(self) -> Node:
         p = self.program
         if p.first is not None:
             from ..executors.statevector import simulate
@@ -555,22 +555,22 @@ class _Binding:
             kernel = "numpy" if p.n < NUMPY_KERNEL_BELOW else "auto"
             state = simulate(p.n, gates, 0.0, "complex128", diagonal=flags, kernel=kernel)
             state = np.array(state, dtype=np.complex128, copy=True)
-            node = _Node(state, 1, [0] * p.wires)
+            node = Node(state, 1, [0] * p.wires)
         else:
             state = np.zeros(1 << p.n, dtype=np.complex128)
             state[0] = 1.0
-            node = _Node(state, 0, [0] * p.wires)
+            node = Node(state, 0, [0] * p.wires)
         self.advance(node)
         return node
 
-    def advance(self, node: _Node) -> None:
+    def advance(self, node: Node) -> None:
         """Run ``node`` to its next branch point (or the end)."""
         ops, n, wires = self.program.ops, self.program.n, node.wires
         pos = node.pos
         while pos < len(ops):
             op = ops[pos]
             kind = op[0]
-            if kind == _GATES:
+            if kind == OP_GATES:
                 if all(wires[w] == v for w, v in op[1]):
                     gates = self.program.segments[op[2]]
                     width = n
@@ -584,22 +584,22 @@ class _Binding:
                                                     one_blas_thread=False)
                     if spare is not None:
                         self.spares[size] = spare
-            elif kind == _FLAG_ALL:
+            elif kind == OP_FLAG_ALL:
                 wires[op[1]] = int(all(wires[w] == v for w, v in op[2]))
-            elif kind == _FLAG_TABLE:
+            elif kind == OP_FLAG_TABLE:
                 wires[op[1]] = int(op[3][sum(wires[w] << i for i, w in enumerate(op[2]))])
             else:
                 break
             pos += 1
         node.pos = pos
 
-    def branch_p0(self, node: _Node, tol: float) -> float:
+    def branch_p0(self, node: Node, tol: float) -> float:
         """The clamped probability of outcome 0 at ``node``'s branch point, given its
         prefix."""
         op = self.program.ops[node.pos]
         wires = node.wires
         if not all(wires[w] == v for w, v in op[3]):  # the condition fails: a sure outcome
-            old = op[4] if op[0] == _MEASURE else None
+            old = op[4] if op[0] == OP_MEASURE else None
             return 0.0 if old is not None and wires[old] else 1.0
         if op[1] in node.dropped:  # measured again, untouched since: the same outcome
             return 0.0 if node.dropped[op[1]] else 1.0
@@ -611,7 +611,7 @@ class _Binding:
             return 1.0
         return p0
 
-    def take(self, node: _Node, bit: int) -> None:
+    def take(self, node: Node, bit: int) -> None:
         """Take outcome ``bit`` at ``node``'s branch point, then run to the next one."""
         op = self.program.ops[node.pos]
         wires = node.wires
@@ -628,9 +628,9 @@ class _Binding:
                 raise ExecutionError(f"the sampled outcome {bit} of a reset or measurement "
                                      "has probability 0")
             keep *= 1.0 / math.sqrt(norm)
-            if op[0] == _MEASURE and op[5] and width > 1:  # the qubit leaves the state
+            if op[0] == OP_MEASURE and op[5] and width > 1:  # the qubit leaves the state
                 node.drop(op[1], bit, np.ascontiguousarray(keep).reshape(-1), self.program.n)
-            elif op[0] == _RESET and bit:  # the reset qubit goes back to |0>
+            elif op[0] == OP_RESET and bit:  # the reset qubit goes back to |0>
                 halves[:, 0, :] = keep
                 halves[:, 1, :] = 0
             else:
@@ -641,13 +641,13 @@ class _Binding:
         self.simulated += 1
 
     # ------------------------------------------------------------------ the cache
-    def keep(self, prefix: tuple, node: _Node) -> None:
+    def keep(self, prefix: tuple, node: Node) -> None:
         self.kept.put((self.b, prefix), node)
 
-    def kept_at(self, prefix: tuple) -> _Node | None:
+    def kept_at(self, prefix: tuple) -> Node | None:
         return self.kept.get((self.b, prefix))
 
-    def node_at(self, prefix: tuple) -> _Node:
+    def node_at(self, prefix: tuple) -> Node:
         """A fresh copy of the trajectory at ``prefix``: from the deepest kept ancestor,
         replaying the outcomes after it."""
         for j in range(len(prefix), -1, -1):
@@ -666,7 +666,7 @@ class _Binding:
         return node
 
 
-def compile_program(qc) -> _Program | None:
+def compile_program(qc) -> Program | None:
     """The trajectory program of a bound circuit, or ``None`` where it cannot be compiled
     (unbound parameters, loops, ``switch``...: the lowered path accepts it or says why
     not)."""
@@ -676,7 +676,7 @@ def compile_program(qc) -> _Program | None:
         compiler = _Compiler(qc)
         compiler.walk(qc, list(range(qc.num_qubits)), list(range(qc.num_clbits)), (),
                       top=True)
-        return _Program(compiler)
+        return Program(compiler)
     except Exception:  # noqa: BLE001 - the lowered path accepts it or says why not
         return None
 
@@ -695,9 +695,9 @@ class Trajectories:
         self.lowered = lowered  # binding -> (LoweredCircuit, GateCircuit) of the other path
         self.n = pub.circuit.num_qubits
         self.tol = 1e-10 if engine.dtype == "complex128" else 1e-5
-        self.bindings: dict[int, _Binding | None] = {}
+        self.bindings: dict[int, Binding | None] = {}
         self.elements: list[tuple] = []  # (index, binding, branch, observable, noise)
-        self.kept = _Kept(min(CACHE_BYTES, cache_bytes) // (16 << self.n))
+        self.kept = Kept(min(CACHE_BYTES, cache_bytes) // (16 << self.n))
         self.seconds = 0.0
 
     def takes(self, b: int) -> bool:
@@ -708,7 +708,7 @@ class Trajectories:
             self.seconds += time.perf_counter() - t0
         return self.bindings[b] is not None
 
-    def _prepare(self, b: int) -> _Binding | None:
+    def _prepare(self, b: int) -> Binding | None:
         params = self.pub.parameter_values
         where = (tuple(int(i) for i in np.unravel_index(b, params.shape))
                  if params.shape else ())
@@ -724,7 +724,7 @@ class Trajectories:
 
             if to_stabilizer(self.lowered(b)[1]) is not None:
                 return None  # a Clifford circuit keeps the stabilizer route
-        return _Binding(program, self.kept, b)
+        return Binding(program, self.kept, b)
 
     def draw(self, index: tuple, b: int, o: int, precision: float) -> None:
         """Sample element ``index``'s branch of binding ``b`` (and its noise, where the
@@ -805,7 +805,7 @@ class Trajectories:
             }
 
 
-def read_labels(node: _Node, n: int, labels: list[str]) -> list[float]:
+def read_labels(node: Node, n: int, labels: list[str]) -> list[float]:
     """``<s|T|s>`` for each term label (Qiskit's order, ``n`` characters of
     :data:`~qsimdist.engine.pauli_terms.SINGLE_QUBIT_OPERATORS`) on a finished
     trajectory's normalised state; a qubit that left the state contributes its

@@ -52,7 +52,7 @@ import numpy as np
 
 from ..hardware import costs
 from . import trajectory as _trajectory
-from .trajectory import _GATES, _LIVE, _MEASURE, _RESET, _Binding, _Kept, _Node, _Program
+from .trajectory import LIVE, OP_GATES, OP_MEASURE, OP_RESET, Binding, Kept, Node, Program
 
 #: set False to sample every dynamic circuit on its lowered (deferred-measurement) form
 ENABLED = True
@@ -118,21 +118,21 @@ class _Prices:
     """Predicted seconds of a program's work (the statevector cost model's constants),
     the state halving after each measurement that drops its qubit."""
 
-    def __init__(self, program: _Program) -> None:
+    def __init__(self, program: Program) -> None:
         over = costs.GATE_OVERHEAD_SECONDS
         width = program.n
         self.cum = [0.0]  # cum[i]: ops[:i], their gates and branch points
         for op in program.ops:
             size = float(1 << width)
             step = 0.0
-            if op[0] == _GATES:
+            if op[0] == OP_GATES:
                 dense = over + costs.DENSE_SECONDS_PER_ELEMENT * size
                 diagonal = over + costs.DIAGONAL_SECONDS_PER_ELEMENT * size
                 step = sum(diagonal if g[0] == "diagonal" else dense
                            for g in program.segments[op[2]])
-            elif op[0] in (_MEASURE, _RESET):  # reading p0 and projecting: two passes
+            elif op[0] in (OP_MEASURE, OP_RESET):  # reading p0 and projecting: two passes
                 step = over + 2 * costs.MARGINAL_SECONDS_PER_ELEMENT * size
-                if op[0] == _MEASURE and op[5] and width > 1:
+                if op[0] == OP_MEASURE and op[5] and width > 1:
                     width -= 1
             self.cum.append(self.cum[-1] + step)
         self.leaf = over + costs.MARGINAL_SECONDS_PER_ELEMENT * float(1 << width)
@@ -149,7 +149,7 @@ class _Prices:
         return self.cum[end] - self.cum[start]
 
     @staticmethod
-    def copy(node: _Node) -> float:
+    def copy(node: Node) -> float:
         return costs.MARGINAL_SECONDS_PER_ELEMENT * float(node.state.size)
 
 
@@ -160,7 +160,7 @@ class _Abandoned(Exception):
 class _Tree:
     """The depth-first walk of one binding's tree (see the module docstring)."""
 
-    def __init__(self, binding: _Binding, prices: _Prices, rng: np.random.Generator,
+    def __init__(self, binding: Binding, prices: _Prices, rng: np.random.Generator,
                  tol: float, held_states: int, budget: float) -> None:
         self.binding = binding
         self.program = binding.program
@@ -179,12 +179,12 @@ class _Tree:
         if self.spent > self.budget:
             raise _Abandoned
 
-    def take(self, node: _Node, bit: int) -> None:
+    def take(self, node: Node, bit: int) -> None:
         start = node.pos
         self.binding.take(node, bit)
         self.charge(self.prices.between(start, node.pos))
 
-    def replay(self, prefix: tuple) -> _Node:
+    def replay(self, prefix: tuple) -> Node:
         node = self.binding.start()
         self.charge(self.prices.between(0, node.pos))
         for bit in prefix:
@@ -192,7 +192,7 @@ class _Tree:
         return node
 
     def run(self, shots: int) -> None:
-        pending: list[tuple[tuple, int, _Node | None]] = [((), shots, None)]
+        pending: list[tuple[tuple, int, Node | None]] = [((), shots, None)]
         while pending:
             prefix, count, node = pending.pop()
             if node is None:  # the root, or a second outcome whose parent was not kept
@@ -202,7 +202,7 @@ class _Tree:
                 self.take(node, prefix[-1])
             self.walk(node, prefix, count, pending)
 
-    def walk(self, node: _Node, prefix: tuple, count: int, pending: list) -> None:
+    def walk(self, node: Node, prefix: tuple, count: int, pending: list) -> None:
         """Follow ``node`` (holding ``count`` shots) to its leaves: the first outcome
         with shots now, the second pushed on ``pending`` (with a copy where room is)."""
         ops = self.program.ops
@@ -223,8 +223,8 @@ class _Tree:
             prefix = (*prefix, bit)
         self.leaf(node, count)
 
-    def leaf(self, node: _Node, count: int) -> None:
-        from ..engine.state_sampling import _marginal_of_state, draw_rows
+    def leaf(self, node: Node, count: int) -> None:
+        from ..engine.state_sampling import draw_rows, marginal_of_state
 
         self.charge(self.prices.leaf + costs.DRAW_SECONDS_PER_SHOT * count)
         bits = np.zeros((count, len(self.measured)), dtype=np.uint8)
@@ -233,7 +233,7 @@ class _Tree:
             if q in node.dropped:  # measured mid-circuit for the last time: its outcome
                 bits[:, k] = node.dropped[q]
         if live:
-            p = _marginal_of_state(node.state, [node.position(self.measured[k]) for k in live])
+            p = marginal_of_state(node.state, [node.position(self.measured[k]) for k in live])
             bits[:, live], _ = draw_rows(p, self.rng.random(count), len(live))
         self.leaves.append((list(node.wires), bits, count))
 
@@ -246,7 +246,7 @@ class _Tree:
         for wires, bits, count in self.leaves:
             block = out[at:at + count]
             for j, src in enumerate(sources):
-                if src == _LIVE:
+                if src == LIVE:
                     block[:, j] = bits[:, column[finals[j]]]
                 elif src is not None:
                     block[:, j] = wires[src]
@@ -254,7 +254,7 @@ class _Tree:
         return out[self.rng.permutation(shots)]
 
 
-def compile_program(qc) -> _Program | None:
+def compile_program(qc) -> Program | None:
     """The trajectory program of a bound circuit, or ``None`` where it cannot be compiled
     or has no branch point (the lowered path accepts it or says why not)."""
     program = _trajectory.compile_program(qc)
@@ -293,7 +293,7 @@ def sample_tree(qc, shots: int, rng: np.random.Generator, contractor,
     if held is None:
         return None
     tree_rng = np.random.default_rng(int(rng.integers(2**63)))
-    binding = _Binding(program, _Kept(1), 0)
+    binding = Binding(program, Kept(1), 0)
     tol = 1e-10 if contractor.dtype == "complex128" else 1e-5
     tree = _Tree(binding, prices, tree_rng, tol, held, ABANDON_SHARE * prices.lowered)
     from ..executors.statevector import blas_threads
