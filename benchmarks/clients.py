@@ -25,7 +25,9 @@ installed) Aer's ``EstimatorV2`` (its default, exact: precision 0) / ``SamplerV2
 Only time spent inside the primitives counts: each primitive is wrapped so that its
 ``run`` waits for ``.result()`` and adds the seconds (calls and pubs counted too); the
 client's own work (optimizer, gradient bookkeeping, result post-processing) is the same for
-all and not timed. One untimed round warms every primitive (imports, compiled kernels),
+all and not timed. Aer's primitives take ISA circuits only: each circuit is transpiled to
+Aer's basis first (untimed, once per circuit), and Aer's ``default_precision`` is read off
+its options (qiskit-algorithms reads it off the estimator). One untimed round warms every primitive (imports, compiled kernels),
 then ``--repeats`` rounds alternate the primitives' order; the median is reported and its
 ratio to the reference (below 1: qsimdist takes less time).
 
