@@ -27,9 +27,10 @@ Only time spent inside the primitives counts: each primitive is wrapped so that 
 client's own work (optimizer, gradient bookkeeping, result post-processing) is the same for
 all and not timed. Aer's primitives take ISA circuits only: each circuit is transpiled to
 Aer's basis first (untimed, once per circuit), and Aer's ``default_precision`` is read off
-its options (qiskit-algorithms reads it off the estimator). One untimed round warms every primitive (imports, compiled kernels),
-then ``--repeats`` rounds alternate the primitives' order; the median is reported and its
-ratio to the reference (below 1: qsimdist takes less time).
+its options (qiskit-algorithms reads it off the estimator). One untimed round warms every
+primitive (imports, compiled kernels), then ``--repeats`` rounds alternate the primitives'
+order; the median is reported and its ratio to the reference (below 1: qsimdist takes less
+time).
 
 Values: the estimator workflows follow the same deterministic optimizer trajectory, so
 their final values must agree with the reference's to 1e-12 (``TOLERANCE``); sampler
