@@ -425,8 +425,7 @@ def run_plan(
     import time
 
     from .engine.amplitudes import merge_rank_stats, to_numpy
-    from .executors import bind_executor, resolve_executor
-    from .executors.comm import check_comm_choice, check_nccl_backend
+    from .executors import bind_executor, check_comm_choice, check_nccl_backend, resolve_executor
 
     log = logging.getLogger(__name__)
     check_comm_choice(collectives)  # before any work, alike on every rank
@@ -447,7 +446,7 @@ def run_plan(
                              collectives=collectives)
     keywords = dict(run.execute_keywords(), gemm=run.gemm)
     if run.distributed:
-        from .executors.mpi import RunStats
+        from .executors import RunStats
 
         keywords["stats"] = RunStats()
     else:
@@ -464,7 +463,7 @@ def run_plan(
         gathered = run.comm.gather(keywords["stats"].to_dict(), root=0)
         if runner.rank == 0:
             if trace is not None:
-                from .executors.mpi import write_trace
+                from .executors import write_trace
 
                 write_trace(trace, p, gathered, max(st["seconds"] for st in gathered))
             per_rank: dict = {}  # each rank's measured bytes, peak, seconds and step runs

@@ -155,7 +155,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     job; a command that succeeds ends with every rank on one barrier.
     """
     if under_mpi():
-        from .executors.liveness import abort_on_signals
+        from .executors import abort_on_signals
 
         abort_on_signals()
     _agreed.clear()
@@ -164,13 +164,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     except BaseException as exc:  # escaped every handler: under MPI, every rank must end
         world = _mpi_world()
         if world is not None:
-            from .executors.liveness import fail_rank
+            from .executors import fail_rank
 
             fail_rank(world, exc)
         raise
     world = _mpi_world()
     if world is not None:
-        from .executors.liveness import barrier_sleeping, fail_rank
+        from .executors import barrier_sleeping, fail_rank
 
         if rv not in (0, None) and not _agreed:  # this rank alone failed (file error, ^C)
             fail_rank(world, SystemExit(rv), code=rv)
@@ -234,7 +234,7 @@ def _run(argv: Optional[list[str]], as_json: bool) -> int:
     except QsimdistError as exc:
         world = _mpi_world()
         if world is not None:
-            from .executors.liveness import fail_rank, is_collective
+            from .executors import fail_rank, is_collective
 
             if not is_collective(exc):  # one rank's error: every rank must end
                 fail_rank(world, exc)
@@ -254,7 +254,7 @@ def _run(argv: Optional[list[str]], as_json: bool) -> int:
         error = out_of_memory(exc, "running the command")
         world = _mpi_world()
         if world is not None:
-            from .executors.liveness import fail_rank
+            from .executors import fail_rank
 
             fail_rank(world, error)
         report_error(str(error), type(error).__name__, 2, as_json)

@@ -25,7 +25,6 @@ from qsimdist.executors import (
     bind_executor,
     executor_kind,
     executor_names,
-    kinds,
     resolve_executor,
 )
 
@@ -163,6 +162,7 @@ def test_every_entry_point_checks_against_the_registry(monkeypatch):
     from qsimdist.engine.expectation import ExpectationEngine
     from qsimdist.engine.networks import ContractOptions
     from qsimdist.engine.options import RunOptions, check_executor
+    from qsimdist.planner import registry
 
     checks = [
         ("RunOptions", lambda e: RunOptions.resolve(executor=e, memory_limit="none")),
@@ -177,7 +177,7 @@ def test_every_entry_point_checks_against_the_registry(monkeypatch):
     class GpuFarm(LocalExecutor):
         name = "gpu"
 
-    monkeypatch.setitem(kinds._KINDS, "gpu", GpuFarm)
+    monkeypatch.setitem(registry._EXECUTORS, "gpu", GpuFarm)
     assert check_executor("gpu") == "gpu"
     assert ContractOptions(executor="gpu").resolved_runner().name == "gpu"
     with pytest.raises(InvalidInputError, match=r"valid: local, mpi, gpu$"):

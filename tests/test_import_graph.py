@@ -1,7 +1,9 @@
-"""The package's import structure (issues 23 and 44): no import cycles with every edge
-counted (package faces included), the planner never imports the executors, and
-Plan.execute finds the built-in executors after ``import qsimdist``."""
+"""The package's import structure (issues 23, 44 and 53): no import cycles with every edge
+counted (package faces included), the planner never imports the executors, no private name
+crosses modules, nothing outside ``executors/`` imports an executor module, one executor
+registry, and Plan.execute finds the built-in executors after ``import qsimdist``."""
 
+import ast
 import importlib.util
 import subprocess
 import sys
@@ -121,6 +123,153 @@ def test_a_private_cross_module_import_is_reported(tmp_path):
     _, private = tool.graph(tool._modules(pkg))
     assert sorted(private) == [("qsimdist.b", "qsimdist.a", "_own"),
                                ("qsimdist.c", "qsimdist", "_fileio")]
+
+
+EXECUTORS = "qsimdist.executors"
+#: the one executor registry (``tests/test_import_graph.py`` keeps it one)
+REGISTRY = "qsimdist.planner.registry"
+#: imports of executor modules left in a module another engineer is changing (issue 53):
+#: ``from ..executors import executor_kind, statevector_bytes`` (the face) replaces them
+PENDING_EXECUTOR_IMPORTS = {
+    ("qsimdist.engine.binding_sweep", "qsimdist.executors.kinds"),
+    ("qsimdist.engine.binding_sweep", "qsimdist.executors.statevector"),
+}
+
+
+def _hidden_imports(tree: ast.AST) -> list[str]:
+    """Module names given as strings to ``importlib.import_module`` or ``__import__``."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            arg = node.args[0]
+            if name in ("import_module", "__import__") and isinstance(arg, ast.Constant) \
+                    and isinstance(arg.value, str):
+                out.append(arg.value)
+    return out
+
+
+def executor_module_imports(tool, pkg: Path) -> list[tuple[str, str]]:
+    """``(importer, executor module)`` for every import of a module under
+    ``qsimdist/executors/`` (anything but the package's face, ``qsimdist.executors``) by a
+    module outside it: ``from ..executors.mpi import x``, ``import qsimdist.executors.mpi``,
+    ``from ..executors import mpi`` (a submodule by name), or the module's name given to
+    ``importlib.import_module``; at any level, inside functions too, except under
+    ``if TYPE_CHECKING:``."""
+    mods = tool._modules(pkg)
+    edges, _ = tool.graph(mods)
+    found = set()
+    for m in mods:
+        if m == EXECUTORS or m.startswith(EXECUTORS + "."):
+            continue
+        found.update((m, t) for t in edges.get(m, ()) if t.startswith(EXECUTORS + "."))
+        found.update((m, t) for t in _hidden_imports(ast.parse(mods[m].read_text()))
+                     if t.startswith(EXECUTORS + "."))
+    return sorted(found)
+
+
+def test_nothing_outside_executors_imports_an_executor_module():
+    """Outside ``qsimdist/executors/``, code imports the ``qsimdist.executors`` face, which
+    names what the rest needs (and loads it on first use); never an executor module."""
+    tool = _tool()
+    found = executor_module_imports(tool, ROOT / "qsimdist")
+    assert [x for x in found if x not in PENDING_EXECUTOR_IMPORTS] == []
+
+
+def executor_tables(pkg: Path) -> list[tuple[str, int, str]]:
+    """``(module, line, what)`` for every executor registry in the package: a module-level
+    mapping that a function of the same module fills (``TABLE[key] = value``,
+    ``TABLE.setdefault``, ``TABLE.update``) where the function's name or the table's
+    names an executor (``*executor*``, ``*kind*``); a function named
+    ``register_executor*``; and a hand-written mapping keyed by both ``"local"`` and
+    ``"mpi"``. The one registry has all three of the first two and none of the third."""
+    found = []
+    for path in sorted(pkg.rglob("*.py")):
+        parts = list(path.relative_to(pkg.parent).with_suffix("").parts)
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        tree = ast.parse(path.read_text())
+        tables = set()
+        for stmt in tree.body:
+            value = getattr(stmt, "value", None)
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else (
+                [stmt.target] if isinstance(stmt, ast.AnnAssign) else [])
+            annotated = isinstance(stmt, ast.AnnAssign) and "dict" in ast.unparse(stmt.annotation)
+            is_dict = isinstance(value, ast.Dict) or (
+                isinstance(value, ast.Call) and getattr(value.func, "id", "") == "dict")
+            if annotated or is_dict:
+                tables.update(t.id for t in targets if isinstance(t, ast.Name))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.name.startswith("register_executor"):
+                    found.append((module, node.lineno, f"defines {node.name}"))
+                for sub in ast.walk(node):
+                    filled = None
+                    if isinstance(sub, ast.Assign):
+                        for t in sub.targets:
+                            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                                filled = t.value.id
+                    elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) \
+                            and sub.func.attr in ("setdefault", "update", "__setitem__") \
+                            and isinstance(sub.func.value, ast.Name):
+                        filled = sub.func.value.id
+                    if filled in tables and any(w in name.lower() for name in (filled, node.name)
+                                                for w in ("executor", "kind")):
+                        found.append((module, sub.lineno, f"{node.name} fills {filled}"))
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+                if {"local", "mpi"} <= keys:
+                    found.append((module, node.lineno, "a mapping keyed by local and mpi"))
+    return found
+
+
+def test_one_executor_registry():
+    """One table of executors, in :mod:`qsimdist.planner.registry`: ``register_executor``
+    fills it, and ``Plan.execute``, the entry points' name checks and the executor kinds
+    all read it (see :func:`executor_tables` for what counts as a table)."""
+    found = executor_tables(ROOT / "qsimdist")
+    assert {m for m, _, _ in found} == {REGISTRY}, found
+    assert {what for _, _, what in found} == {"defines register_executor",
+                                              "register_executor fills _EXECUTORS"}
+
+
+def test_executor_imports_and_second_registries_are_reported(tmp_path):
+    """The scans name each planted breach: an executor module imported four ways from
+    outside ``executors/`` (a type-only import and the face are allowed), a second
+    table filled by a register function, and a hand-written table of the names."""
+    tool = _tool()
+    pkg = _fake_package(tmp_path, {
+        "__init__.py": "",
+        "executors/__init__.py": "from .kinds import Executor\n",
+        "executors/kinds.py": "from .mpi import x\nclass Executor:\n    pass\n",
+        "executors/mpi.py": "x = 1\n",
+        "engine/__init__.py": "",
+        "engine/a.py": "from ..executors import Executor\nfrom ..executors.mpi import x\n",
+        "engine/b.py": "def f():\n    import qsimdist.executors.kinds\n",
+        "engine/c.py": "from ..executors import mpi\n",
+        "engine/d.py": "import importlib\nimportlib.import_module('qsimdist.executors.mpi')\n"
+                       "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                       "    from ..executors.kinds import Executor\n",
+        "planner/__init__.py": "",
+        "planner/registry.py": "_EXECUTORS: dict = {}\ndef register_executor(kind):\n"
+                               "    _EXECUTORS[kind.name] = kind\n",
+    })
+    assert executor_module_imports(tool, pkg) == [
+        ("qsimdist.engine.a", "qsimdist.executors.mpi"),
+        ("qsimdist.engine.b", "qsimdist.executors.kinds"),
+        ("qsimdist.engine.c", "qsimdist.executors.mpi"),
+        ("qsimdist.engine.d", "qsimdist.executors.mpi"),
+    ]
+    assert {m for m, _, _ in executor_tables(pkg)} == {"qsimdist.planner.registry"}
+    (pkg / "executors" / "kinds.py").write_text(
+        "_KINDS = {}\ndef register_kind(kind):\n    _KINDS[kind.name] = kind\n")
+    (pkg / "engine" / "e.py").write_text("RUNNERS = {'local': 1, 'mpi': 2}\n")
+    assert sorted(executor_tables(pkg)) == [
+        ("qsimdist.engine.e", 1, "a mapping keyed by local and mpi"),
+        ("qsimdist.executors.kinds", 3, "register_kind fills _KINDS"),
+        ("qsimdist.planner.registry", 2, "defines register_executor"),
+        ("qsimdist.planner.registry", 3, "register_executor fills _EXECUTORS"),
+    ]
 
 
 def test_type_checking_imports_are_skipped(tmp_path):

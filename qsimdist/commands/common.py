@@ -13,7 +13,7 @@ import typer
 
 from ..config import DTYPES, ORDERS
 from ..errors import InvalidInputError
-from ..executors.comm import COMM_CHOICES
+from ..executors import COMM_CHOICES
 
 CircuitArg = typer.Argument(
     ..., help="Circuit file (.qasm OpenQASM 2/3, .qasm3, .qsim) or network (.json + .npz)."
@@ -129,7 +129,7 @@ def check_profile(profile: Optional[str]):
     except ProfileError as exc:
         path_like = profile.endswith(".toml") or "/" in profile or os.sep in profile
         if under_mpi() and not path_like:  # the bundled names are the same on every rank
-            from ..executors.liveness import mark_collective
+            from ..executors import mark_collective
 
             raise mark_collective(exc) from None
         raise
@@ -141,7 +141,7 @@ def check_comm(collectives: str, backend: str) -> str:
     one line (under mpiexec on every rank alike). Whether each rank has a GPU of its own
     and NCCL loads is checked when the plan runs."""
     from ..errors import NcclUnavailableError
-    from ..executors.comm import check_comm_choice, check_nccl_backend
+    from ..executors import check_comm_choice, check_nccl_backend
 
     try:
         check_comm_choice(collectives)
@@ -151,7 +151,7 @@ def check_comm(collectives: str, backend: str) -> str:
         check_nccl_backend(collectives, backend)
     except InvalidInputError as exc:
         if under_mpi():  # the same arguments on every rank: every rank refuses alike
-            from ..executors.liveness import mark_collective
+            from ..executors import mark_collective
 
             raise mark_collective(exc) from None
         raise
@@ -196,7 +196,7 @@ BLOCK = 1 << 12
 def output_fault(out=None) -> None:
     """Under mpiexec, the fault injected ``at=output`` (after the first block is written)."""
     if "mpi4py.MPI" in sys.modules and os.environ.get("QSIMDIST_FAULT_INJECT"):
-        from ..executors.mpi import fault_point
+        from ..executors import fault_point
 
         if out is not None:
             out.flush()

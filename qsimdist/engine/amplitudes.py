@@ -136,7 +136,7 @@ def statevector_amplitudes(gc: GateCircuit, bitstrings: list[str], order: str, d
                             cache: CircuitCache | None = None) -> AmplitudeResult:
     """Every requested amplitude read from the full state (fused gates applied in order;
     ``cache``: the router's, whose fusion structure is reused)."""
-    from ..executors.statevector import bitstring_amplitudes, pattern_amplitudes
+    from ..executors import bitstring_amplitudes, pattern_amplitudes
     from ..frontends import open_qubits
     from ..frontends.fusion import fusion_info, statevector_flops
     from .statevector_run import final_state
@@ -295,8 +295,13 @@ def distributed_amplitudes(circuit, bitstrings, *, memory_limit=None, backend: s
     ``"nccl"``; see :func:`qsimdist.executors.comm.choose_collectives`); the
     choice made is ``stats["comm"]`` (and each rank's ``"comm"``).
     """
-    from ..executors.comm import check_comm_choice, check_nccl_backend
-    from ..executors.mpi import RunStats, agreed_fault, fault_point
+    from ..executors import (
+        RunStats,
+        agreed_fault,
+        check_comm_choice,
+        check_nccl_backend,
+        fault_point,
+    )
     from .coordination import Coordinator, distribute, profile_for, world
 
     check_comm_choice(collectives)  # alike on every rank, before any collective

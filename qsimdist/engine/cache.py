@@ -34,7 +34,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..executors.kinds import bind_executor, executor_kind
+from ..executors import bind_executor, executor_kind
 from ..network import Network
 from ..planner.path import PathOptions
 from ..planner.plan import Plan

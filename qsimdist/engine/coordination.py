@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import QsimdistError
-from ..executors.liveness import (  # noqa: F401  (plan_on_root: public here since 0.1)
+from ..executors import (  # noqa: F401  (plan_on_root: public here since 0.1)
     agreed_error,
     bcast_from_root,
     fail_rank,
@@ -51,7 +51,7 @@ class Coordinator:
 
     def _execute(self, plan: Plan):
         """Rank 0's side of one collective execution: a failure here is rank 0's alone."""
-        from ..executors.mpi import fault_point
+        from ..executors import fault_point
 
         try:
             data = plan.to_dict()
@@ -77,7 +77,7 @@ class Coordinator:
         return result
 
     def follow(self) -> Any:
-        from ..executors.mpi import fault_point
+        from ..executors import fault_point
 
         while True:
             try:
@@ -97,7 +97,7 @@ class Coordinator:
 
 def world():
     """``MPI.COMM_WORLD`` (imports mpi4py, which starts MPI)."""
-    from ..executors.kinds import mpi_module
+    from ..executors import mpi_module
 
     return mpi_module().COMM_WORLD
 

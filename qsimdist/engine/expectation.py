@@ -261,7 +261,7 @@ class ExpectationEngine:
 
         numpy's passes split the state over the cores themselves, with BLAS on one
         thread (its own threads spin between calls and hold the cores)."""
-        from ..executors.statevector import blas_threads
+        from ..executors import blas_threads
 
         with blas_threads(1):
             self._read_statevector(circuit, terms, live, values, route, cache)
@@ -295,7 +295,7 @@ class ExpectationEngine:
         if paulis and one_pass_pays(n, [terms[i] for i in paulis]):
             # one compiled, blocked pass over the flat state for every Pauli string
             # (sums in float64)
-            from ..executors import sv_kernels
+            from ..executors import kernel_chunks, pauli_expectations
 
             masks = []
             for i in paulis:
@@ -303,7 +303,7 @@ class ExpectationEngine:
                 x = sum(1 << q for q, op in zip(t.qubits, t.ops) if op in "XY")
                 z = sum(1 << q for q, op in zip(t.qubits, t.ops) if op in "ZY")
                 masks.append((x, z, t.ops.count("Y")))
-            read = sv_kernels.pauli_expectations(state, masks, sv_kernels.n_chunks())
+            read = pauli_expectations(state, masks, kernel_chunks())
             for i, v in zip(paulis, read):
                 values[i] = v
             paulis = []

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 def _ranks_on_host(comm) -> int:
     if comm is None or comm.Get_size() == 1:
         return 1
-    from ..executors.mpi import ranks_on_host
+    from ..executors import ranks_on_host
 
     return max(1, ranks_on_host(comm))
 

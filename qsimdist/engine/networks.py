@@ -20,7 +20,7 @@ import numpy as np
 
 from ..config import check_gemm
 from ..errors import InvalidInputError, shorten
-from ..executors.kinds import Executor, bind_executor, executor_kind
+from ..executors import Executor, bind_executor, executor_kind
 from ..frontends.quimb_network import PreparedNetwork
 from ..network import Network
 from ..planner.path import PathOptions
@@ -91,7 +91,7 @@ class ContractOptions:
         if self.backend not in ("numpy", "cupy"):
             raise InvalidInputError(f"unknown backend {shorten(self.backend)}; valid: numpy, cupy")
         # the executors compute a real dtype in the complex one of its precision
-        from ..executors.comm import check_comm_choice, check_nccl_backend
+        from ..executors import check_comm_choice, check_nccl_backend
 
         check_comm_choice(self.collectives)
         check_nccl_backend(self.collectives, self.backend)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from ..config import check_dtype, check_gemm
 from ..errors import InvalidInputError
-from ..executors.kinds import Executor, bind_executor, executor_kind
+from ..executors import Executor, bind_executor, executor_kind
 from ..planner.path import PathOptions
 from .memory import MemoryBudget
 
@@ -17,7 +17,7 @@ def check_backend(backend: str) -> str:
     Unknown names raise InvalidInputError with the valid list; ``cupy`` without
     CuPy raises MissingDependencyError, whichever route the call then takes.
     """
-    from ..executors.local import array_module
+    from ..executors import array_module
 
     if not isinstance(backend, str):
         raise InvalidInputError(
@@ -66,7 +66,7 @@ class RunOptions:
                 executor: str = "local", profile=None, comm=None, gemm: str = "complex",
                 seed=None, collectives: str = "auto", path_options=None) -> RunOptions:
         """Validate and resolve every option once (bad input: one-line InvalidInputError)."""
-        from ..executors.comm import check_comm_choice, check_nccl_backend
+        from ..executors import check_comm_choice, check_nccl_backend
 
         dtype = check_dtype(dtype)
         check_executor(executor)

@@ -94,7 +94,7 @@ PAULI_ACTION = {
 def _pauli_reading_seconds(n: int, terms: Sequence[PauliTerm]) -> tuple[float, float]:
     """Predicted seconds to read Pauli ``terms`` off a ``2^n`` state: ``(numpy's
     pauli_on_state, the compiled one-pass kernel with this process's numba start-up)``."""
-    from ..executors.statevector import compiled_kernel_runs
+    from ..executors import compiled_kernel_runs
 
     size = 2.0**n
     diagonal = [t for t in terms if is_z_string(t)]
@@ -105,7 +105,7 @@ def _pauli_reading_seconds(n: int, terms: Sequence[PauliTerm]) -> tuple[float, f
         return numpy_s, numpy_s
     if not compiled_kernel_runs(n, 0):
         return numpy_s, math.inf
-    from ..executors.sv_kernels import startup_seconds
+    from ..executors import startup_seconds
 
     return numpy_s, (costs.PAULI_PASS_SECONDS_PER_ELEMENT * size * len(terms) + diagonal_s
                      + startup_seconds())

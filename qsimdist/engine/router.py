@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidInputError, PlanError
-from ..executors.kinds import executor_kind
+from ..executors import executor_kind
 from ..frontends import GateCircuit, amplitude_network
 from ..hardware import costs
 from ..network import Network
@@ -285,7 +285,7 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
     this process's start-up of numba priced in, else numpy's GEMMs. Both kernels
     are priced on the same fusion block structures (made once, kept in ``cache``).
     """
-    from ..executors.statevector import compiled_kernel_runs, run_dtype, statevector_bytes
+    from ..executors import compiled_kernel_runs, run_dtype, statevector_bytes
     from ..frontends.fusion import FUSION_WIDTHS, predict_statevector
 
     n = gc.n_qubits
@@ -316,7 +316,7 @@ def _statevector(gc: GateCircuit, dtype: str, budget: MemoryBudget, method: str,
     width, seconds = predict_statevector(sv, FUSION_WIDTHS, structures, itemsize=itemsize)
     kernel = "numpy"
     if compiled_kernel_runs(n, max(FUSION_WIDTHS)):
-        from ..executors.sv_kernels import startup_seconds
+        from ..executors import startup_seconds
 
         c_width, c_seconds = predict_statevector(sv, FUSION_WIDTHS, structures,
                                                  itemsize=itemsize, compiled=True)
@@ -339,11 +339,11 @@ def _qsim_load_seconds() -> float:
     """Predicted seconds before this process's first qsim run."""
     import sys
 
-    from ..executors import qsim_engine
+    from ..executors import qsim_direct_failed, qsim_loaded
 
-    if qsim_engine.loaded() or "qsimcirq" in sys.modules:
+    if qsim_loaded() or "qsimcirq" in sys.modules:
         return 0.0
-    return costs.QSIM_IMPORT_SECONDS if qsim_engine.direct_failed() else costs.QSIM_LOAD_SECONDS
+    return costs.QSIM_IMPORT_SECONDS if qsim_direct_failed() else costs.QSIM_LOAD_SECONDS
 
 
 @functools.cache
@@ -368,7 +368,7 @@ def statevector_engine(gc: GateCircuit, dtype: str, width: int, seconds: float,
     import os
 
     from ..errors import shorten
-    from ..executors.qsim_engine import FUSED_GATE_QUBITS, MAX_GATE_QUBITS
+    from ..executors import FUSED_GATE_QUBITS, MAX_GATE_QUBITS
     from ..frontends.fusion import fusion_blocks
 
     choice = os.environ.get("QSIMDIST_STATEVECTOR_ENGINE", "auto").strip().lower() or "auto"

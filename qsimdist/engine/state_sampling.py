@@ -71,14 +71,14 @@ def rows_from_state(state: np.ndarray, measured: list[int], u: np.ndarray
     """Rows of the ``measured`` bits drawn by ``u`` from a flat state (index bit ``q``:
     qubit ``q``), and each distinct row's probability: the statevector route's draw
     (:func:`sample_statevector`), also that of the sampler's batched pass."""
-    from ..executors.statevector import compiled_kernel_runs
+    from ..executors import compiled_kernel_runs
 
     n = int(state.size).bit_length() - 1
     if len(set(measured)) == n:  # every qubit: draw state indices, no marginal
-        from ..executors import sv_kernels
+        from ..executors import draw_indices, kernel_chunks, kernels_warm
 
-        if compiled_kernel_runs(n, 0) and (sv_kernels.warm() or n >= DIRECT_DRAW_MIN_QUBITS):
-            idx, total = sv_kernels.draw_indices(state, u, sv_kernels.n_chunks())
+        if compiled_kernel_runs(n, 0) and (kernels_warm() or n >= DIRECT_DRAW_MIN_QUBITS):
+            idx, total = draw_indices(state, u, kernel_chunks())
             if not np.isfinite(total) or total <= 0.0:
                 raise PlanError(f"the state's norm is {total}; cannot sample from it")
         else:

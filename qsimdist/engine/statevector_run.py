@@ -25,15 +25,15 @@ def final_state(gc: GateCircuit, dtype: str, route: Route, progress=None,
     """
     import time
 
-    from ..executors.statevector import run_dtype, simulate
+    from ..executors import run_dtype, simulate
     from ..frontends.fusion import absorb_swaps, diagonal_flags, fuse
 
     t0 = time.perf_counter()
     if route.engine == "qsim":
-        from ..executors import qsim_engine
+        from ..executors import qsim_simulate
 
         fused = fuse(gc, route.fusion_width or 4, keep_diagonal=False, progress=progress)
-        return qsim_engine.simulate(gc.n_qubits, fused.gates, fused.global_phase), fused, \
+        return qsim_simulate(gc.n_qubits, fused.gates, fused.global_phase), fused, \
             time.perf_counter() - t0
     # qsimdist's kernels track which qubit sits on which axis: a SWAP is a relabelling
     sv = gc.statevector_form()  # multi-controlled gates kept whole

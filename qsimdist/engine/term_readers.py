@@ -259,7 +259,7 @@ def group_values(state: np.ndarray, terms: Sequence[PauliTerm], members: Sequenc
     string on that marginal. ``work`` keeps the two state-sized buffers between
     the groups of one state (fresh ones would be page-faulted in each time).
     """
-    from ..executors.statevector import matmul_in_parts, permute_axes
+    from ..executors import matmul_in_parts, permute_axes
 
     work = {} if work is None else work
     n = state.ndim
@@ -299,7 +299,7 @@ def _buffer(work: dict, name: str, size: int, dtype) -> np.ndarray:
     key = (name, dtype)
     buf = work.get(key)
     if buf is None or buf.size < size:
-        from ..executors.statevector import state_buffer
+        from ..executors import state_buffer
 
         buf = work[key] = state_buffer(size, dtype)
     return buf[:size]

@@ -38,11 +38,41 @@ mpi4py and cupy inside the functions that need them.
 
 from __future__ import annotations
 
+import os
 import socket
 
 import numpy as np
 
 from ..errors import ExecutionError, InvalidInputError, NcclUnavailableError
+
+
+def mpi_module():
+    """``mpi4py.MPI`` (importing it starts MPI); without mpi4py, the one-line error naming
+    the extra to install."""
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        from ..errors import MissingDependencyError
+
+        raise MissingDependencyError(
+            f"executor 'mpi' needs mpi4py ({exc}); install it with: pip install 'qsimdist[mpi]'"
+        ) from None
+    return MPI
+
+
+def launched_under_mpi() -> bool:
+    """Whether this process was started by mpiexec/srun with more than one rank.
+
+    Reads the launcher's environment only (no mpi4py import), so the CLI can
+    decide its executor without loading the MPI executor.
+    """
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE",
+                "MV2_COMM_WORLD_SIZE"):
+        value = os.environ.get(var)
+        if value and value.isdigit() and int(value) > 1:
+            return True
+    return False
+
 
 #: the values ``collectives=`` (the CLI's ``--comm``) takes
 COMM_CHOICES = ("auto", "mpi", "nccl")

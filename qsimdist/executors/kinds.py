@@ -9,12 +9,13 @@ print, price the one-process routes), it asks the registered
 :meth:`~Executor.shared_seed`, :meth:`~Executor.share_plan`. No code outside
 this package compares an executor's name.
 
-:func:`executor_kind` gives the registered class of a name (an unknown name
-raises with the valid list), :func:`bind_executor` an instance bound to a
-communicator, :func:`executor_names` the names (the one list every entry point
-checks against). :mod:`qsimdist.executors` registers the built-in ones;
-:func:`register_executor_kind` registers another beside its ``execute``
-function (:func:`qsimdist.planner.registry.register_executor`).
+:func:`bind_executor` gives an instance bound to a communicator. The kinds are
+registered in the one executor registry (:mod:`qsimdist.planner.registry`:
+:func:`~qsimdist.planner.registry.register_executor`,
+:func:`~qsimdist.planner.registry.executor_kind`,
+:func:`~qsimdist.planner.registry.executor_names`), which
+:mod:`qsimdist.executors` fills with the built-in ones. Each kind runs a plan
+through its ``execute(plan, **kw)``, which loads its executor module on first use.
 
 Light: nothing here imports mpi4py; :class:`MPIExecutor` starts MPI only when
 bound without a communicator.
@@ -27,12 +28,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..errors import InvalidInputError, shorten
+from ..planner.registry import executor_kind
 
 if TYPE_CHECKING:
     from ..planner.plan import Plan
-
-_KINDS: dict[str, type[Executor]] = {}
 
 
 class Executor:
@@ -92,6 +91,13 @@ class LocalExecutor(Executor):
 
     name = "local"
 
+    @staticmethod
+    def execute(plan: Plan, **options: Any) -> Any:
+        """Run ``plan`` in this process (:func:`qsimdist.executors.local.execute`)."""
+        from .local import execute
+
+        return execute(plan, **options)
+
 
 class MPIExecutor(Executor):
     """``executor="mpi"``: the ranks of ``comm`` (default ``MPI.COMM_WORLD``) run each
@@ -103,8 +109,18 @@ class MPIExecutor(Executor):
 
     def __init__(self, comm: Any = None) -> None:
         if comm is None:
+            from .comm import mpi_module
+
             comm = mpi_module().COMM_WORLD  # imports mpi4py, which starts MPI
         super().__init__(comm)
+
+    @staticmethod
+    def execute(plan: Plan, **options: Any) -> Any:
+        """Run ``plan``'s distributed schedule over MPI ranks
+        (:func:`qsimdist.executors.mpi.execute`)."""
+        from .mpi import execute
+
+        return execute(plan, **options)
 
     @property
     def rank(self) -> int:
@@ -129,51 +145,10 @@ class MPIExecutor(Executor):
         return {"executor": self.name, "comm": self.comm, **ranks}
 
 
-def mpi_module():
-    """``mpi4py.MPI`` (importing it starts MPI); without mpi4py, the one-line error naming
-    the extra to install."""
-    try:
-        from mpi4py import MPI
-    except ImportError as exc:
-        from ..errors import MissingDependencyError
-
-        raise MissingDependencyError(
-            f"executor 'mpi' needs mpi4py ({exc}); install it with: pip install 'qsimdist[mpi]'"
-        ) from None
-    return MPI
-
-
-def register_executor_kind(kind: type[Executor]) -> type[Executor]:
-    """Register ``kind`` under ``kind.name`` (a second registration of a name is refused)."""
-    if not kind.name:
-        raise ValueError(f"{kind.__name__} has no name")
-    if kind.name in _KINDS:
-        raise ValueError(f"executor kind {kind.name!r} is already registered")
-    if kind.one_process == kind.distributed:
-        raise ValueError(f"executor kind {kind.name!r}: one_process must be not distributed")
-    _KINDS[kind.name] = kind
-    return kind
-
-
-def executor_names() -> tuple[str, ...]:
-    """The executors every entry point accepts (registered order)."""
-    return tuple(_KINDS)
-
-
-def executor_kind(name: str) -> type[Executor]:
-    """The registered :class:`Executor` class of ``name``; an unknown name raises
-    :class:`~qsimdist.errors.InvalidInputError` with the valid list."""
-    kind = _KINDS.get(name) if isinstance(name, str) else None
-    if kind is None:
-        raise InvalidInputError(f"unknown executor {shorten(name)}; valid: {', '.join(_KINDS)}")
-    return kind
-
-
 def bind_executor(name: str, comm: Any = None) -> Executor:
     """The executor ``name`` bound to ``comm`` (a distributed one without a communicator
     takes ``MPI.COMM_WORLD``; one process ignores ``comm``)."""
     return executor_kind(name)(comm)
 
 
-__all__ = ["Executor", "LocalExecutor", "MPIExecutor", "bind_executor", "executor_kind",
-           "executor_names", "register_executor_kind"]
+__all__ = ["Executor", "LocalExecutor", "MPIExecutor", "bind_executor"]

@@ -52,10 +52,7 @@ from ..planner.distribution.bits import shard_slices as _shard_slices
 from ..planner.distribution.reuse import kept_bytes
 from ..planner.lifetime import gemm_step
 from ..planner.plan import Plan
-from . import (
-    kernels,
-    launched_under_mpi,  # noqa: F401  (re-exported: older callers import it from here)
-)
+from . import kernels
 from .carry import Carry, slice_assignment
 from .comm import (
     Collectives,
@@ -63,8 +60,9 @@ from .comm import (
     check_comm_choice,
     check_nccl_backend,
     choose_collectives,
+    launched_under_mpi,  # noqa: F401  (re-exported: older callers import it from here)
+    mpi_module,
 )
-from .kinds import mpi_module  # the executor's kind starts MPI too: one home
 from .local import (
     BufferPool,
     accumulate,

@@ -54,7 +54,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..errors import ExecutionError, UnsupportedInstructionError
-from ..executors.statevector import apply_gates, blas_threads
+from ..executors import apply_gates, blas_threads
 from ..frontends.qiskit_circuit import (
     expansion_of,
     from_qiskit,
@@ -547,7 +547,7 @@ class Binding:
     def start(self) -> Node:
         p = self.program
         if p.first is not None:
-            from ..executors.statevector import simulate
+            from ..executors import simulate
 
             gates, flags = p.first
             # numpy's GEMMs: on these narrow states the compiled in-place kernel took 5-8x

@@ -296,7 +296,7 @@ def sample_tree(qc, shots: int, rng: np.random.Generator, contractor,
     binding = Binding(program, Kept(1), 0)
     tol = 1e-10 if contractor.dtype == "complex128" else 1e-5
     tree = _Tree(binding, prices, tree_rng, tol, held, ABANDON_SHARE * prices.lowered)
-    from ..executors.statevector import blas_threads
+    from ..executors import blas_threads
 
     try:
         with blas_threads(1):  # once here, not per segment
