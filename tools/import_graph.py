@@ -15,7 +15,10 @@ repository) with :mod:`ast`, without importing anything, and prints
 * ``planner->executors:`` imports from ``qsimdist.planner`` into
   ``qsimdist.executors`` (the planner must not depend on the executors);
 * ``private cross-module imports:`` every ``from M import _name`` of a name
-  starting with one underscore from another module.
+  starting with one underscore from another module;
+* ``executor modules imported from outside executors/:`` imports of a module
+  under ``qsimdist.executors`` (other than the package's face) by a module
+  outside it (``tests/test_import_graph.py`` also reads hidden imports by name).
 
 Imports under ``if TYPE_CHECKING:`` (or ``if typing.TYPE_CHECKING:``) are
 skipped: they are for annotations only and never run.
@@ -161,6 +164,12 @@ def main(argv: list[str]) -> int:
     print("planner->executors:", up)
     print("private cross-module imports:", len(private))
     for x in sorted(private):
+        print("  ", x)
+    ex = "qsimdist.executors"
+    inward = sorted((m, t) for m, ts in edges.items() for t in ts
+                    if t.startswith(ex + ".") and not (m == ex or m.startswith(ex + ".")))
+    print("executor modules imported from outside executors/:", len(inward))
+    for x in inward:
         print("  ", x)
     return 0
 
