@@ -130,10 +130,6 @@ EXECUTORS = "qsimdist.executors"
 REGISTRY = "qsimdist.planner.registry"
 #: imports of executor modules left in a module another engineer is changing (issue 53):
 #: ``from ..executors import executor_kind, statevector_bytes`` (the face) replaces them
-PENDING_EXECUTOR_IMPORTS = {
-    ("qsimdist.engine.binding_sweep", "qsimdist.executors.kinds"),
-    ("qsimdist.engine.binding_sweep", "qsimdist.executors.statevector"),
-}
 
 
 def _hidden_imports(tree: ast.AST) -> list[str]:
@@ -174,7 +170,7 @@ def test_nothing_outside_executors_imports_an_executor_module():
     names what the rest needs (and loads it on first use); never an executor module."""
     tool = _tool()
     found = executor_module_imports(tool, ROOT / "qsimdist")
-    assert [x for x in found if x not in PENDING_EXECUTOR_IMPORTS] == []
+    assert found == []
 
 
 def executor_tables(pkg: Path) -> list[tuple[str, int, str]]:

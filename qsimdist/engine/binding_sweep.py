@@ -317,8 +317,7 @@ def sweep_route(engine, template: ParametricCircuit, sets: int,
     where its predicted seconds per set are below one set's tensor-network floor and a
     circuit without parameters does not go to the stabilizer route.
     """
-    from ..executors.kinds import executor_kind
-    from ..executors.statevector import statevector_bytes
+    from ..executors import executor_kind, statevector_bytes
     from .router import Route, tn_floor
     from .term_networks import cone_gates_at_least
 
@@ -411,8 +410,7 @@ def sampling_sweep_route(template: ParametricCircuit, sets: int, measured: list[
     (``auto``) the pass and the draw per set predicted below one routed set's
     tensor-network floor and fixed seconds; a circuit without parameters that is Clifford
     keeps the stabilizer route where that is priced cheaper."""
-    from ..executors.kinds import executor_kind
-    from ..executors.statevector import statevector_bytes
+    from ..executors import executor_kind, statevector_bytes
     from .router import Route, tn_floor
     from .sampling import folded_gates_at_least
 
