@@ -119,9 +119,13 @@ MAX_SCALED_SEARCH_SECONDS = 600.0
 FIRST_TRIALS = 4
 #: the least extra search worth starting (seconds)
 MIN_SCALED_SEARCH_SECONDS = 2.0
-#: that extra search runs in rounds of at most this many seconds, the budget priced again
-#: on the best tree after each (a cheaper tree shortens it)
+#: that extra search runs in rounds of at most this many seconds (and at most the search so
+#: far), the budget priced again on the best tree after each (a cheaper tree shortens it)
 SEARCH_ROUND_SECONDS = 30.0
+#: rounds in a row that saved less predicted time than they took, after which the search
+#: stops (rounds are as long as the search so far: a network with little left to find
+#: stops in seconds)
+STALLED_ROUNDS = 2
 #: a plan sliced to fit memory along the unsliced search's path that runs more than this
 #: many times that path's FLOPs, and is predicted at least :data:`SLICED_RESEARCH_SECONDS`
 #: (at :data:`SEARCH_RATE`), earns a second search scored by the sliced cost (each round's

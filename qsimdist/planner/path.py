@@ -596,15 +596,16 @@ def _search_more(tree, opt, inputs, output, size_dict, target_size: int | None,
     ``target_size`` where one is given) is more than ``1 / SEARCH_SHARE`` times the search
     so far, or the last round saved more predicted time than it took, ``opt`` (the
     hyper-optimiser that found ``tree``, its sampler's state kept) searches on in rounds
-    of at most :data:`~qsimdist.hardware.costs.SEARCH_ROUND_SECONDS`, at most
-    ``MAX_SCALED_SEARCH_SECONDS`` in all, and the cheaper tree (sliced to the target) is
-    kept. Only where the user gave no budget (``max_time`` and ``max_repeats``
-    unset); the cheap majority of networks never gets here, and keeps a path independent
-    of the clock."""
+    as long as the search so far, at most
+    :data:`~qsimdist.hardware.costs.SEARCH_ROUND_SECONDS` each and
+    ``MAX_SCALED_SEARCH_SECONDS`` in all, until ``STALLED_ROUNDS`` rounds in a row save
+    less predicted time than they took; the cheaper tree (sliced to the target) is kept.
+    Only where the user gave no budget (``max_time`` and ``max_repeats`` unset); the cheap
+    majority of networks never gets here, and keeps a path independent of the clock."""
     t0 = time.perf_counter() - spent
     first = float(tree.contraction_cost())
-    rounds, gain, took = 0, 0.0, 0.0
-    while True:
+    rounds, gain, took, stalled = 0, 0.0, 0.0, 0
+    while stalled < costs.STALLED_ROUNDS:
         predicted = float(tree.contraction_cost()) / costs.SEARCH_RATE
         so_far = time.perf_counter() - t0
         left = min(costs.SEARCH_SHARE * predicted, costs.MAX_SCALED_SEARCH_SECONDS) - so_far
@@ -616,7 +617,9 @@ def _search_more(tree, opt, inputs, output, size_dict, target_size: int | None,
                 break
         logger.info("path search: the best contraction is predicted %.3g s; searching %.1f s "
                     "more", predicted, left)
-        opt.max_time = min(left, costs.SEARCH_ROUND_SECONDS)
+        # rounds grow with the search so far (a network with little to find stops early)
+        opt.max_time = min(left, costs.SEARCH_ROUND_SECONDS,
+                           max(costs.MIN_SCALED_SEARCH_SECONDS, so_far))
         opt.max_repeats = 1 << 20
         started = time.perf_counter()
         try:
@@ -632,6 +635,7 @@ def _search_more(tree, opt, inputs, output, size_dict, target_size: int | None,
         gain = predicted - float(other.contraction_cost()) / costs.SEARCH_RATE
         if gain > 0:
             tree = other
+        stalled = 0 if gain > took else stalled + 1  # a saving under its cost is no find
     if rounds:
         logger.info("path search: %s (10^%.2f against 10^%.2f multiply-adds%s)",
                     "a cheaper tree found" if float(tree.contraction_cost()) < first
