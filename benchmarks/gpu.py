@@ -708,7 +708,7 @@ def rank_job_ep(args) -> None:
     from mpi4py import MPI
 
     import qsimdist
-    from qsimdist.executors.mpi import trace_rows
+    from qsimdist.executors.run_stats import trace_rows
     from qsimdist.frontends import load
     from qsimdist.hardware import load_profile
     from qsimdist.hardware.calibrate import fit_profile

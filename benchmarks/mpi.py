@@ -172,7 +172,7 @@ def broadcast_plans(comm, build) -> dict:
 def main(argv: list[str] | None = None) -> dict | None:
     from mpi4py import MPI
 
-    from qsimdist.executors.mpi import trace_rows
+    from qsimdist.executors.run_stats import trace_rows
     from qsimdist.hardware import load_profile
     from qsimdist.hardware.calibrate import fit_profile
 

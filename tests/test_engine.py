@@ -87,7 +87,7 @@ def test_memory_budget_shares_the_host_between_its_ranks(monkeypatch):
     monkeypatch.setattr(qsimdist.engine.memory, "machine_memory", lambda: 64 << 30)
     # the default is 80% of the memory available now: 8 GiB of 10
     monkeypatch.setattr("qsimdist.memory_limit.available_memory", lambda *a: 10 << 30)
-    monkeypatch.setattr("qsimdist.executors.mpi.ranks_on_host", lambda comm: 2)
+    monkeypatch.setattr("qsimdist.executors.rank_checks.ranks_on_host", lambda comm: 2)
     assert MemoryBudget.resolve(None, TwoRanks()).limit == 4 << 30
     none = MemoryBudget.resolve("none", TwoRanks())
     assert none.limit is None and none.bound == 32 << 30 and none.ranks_on_host == 2

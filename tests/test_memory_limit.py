@@ -141,21 +141,21 @@ def test_one_meminfo_reader_serves_available_and_machine_memory(tmp_path):
 
 # ----------------------------------------------------- every user goes through it
 def test_memory_budget_and_the_mpi_executor_share_the_default(ten_gib_free, monkeypatch):
-    import qsimdist.executors.mpi as mpi
+    import qsimdist.executors.rank_checks as checks
 
     class TwoRanks:
         def Get_size(self):
             return 2
 
-    monkeypatch.setattr(mpi, "ranks_on_host", lambda comm: 2)
+    monkeypatch.setattr(checks, "ranks_on_host", lambda comm: 2)
     monkeypatch.setattr("qsimdist.engine.memory.machine_memory", lambda: 64 * GIB)
     budget = MemoryBudget.resolve(None, TwoRanks())
     assert (budget.limit, budget.source, budget.ranks_on_host) == (4 * GIB, "default", 2)
     assert budget.host == 32 * GIB
-    assert mpi.default_rank_limit(TwoRanks()) == budget.limit
+    assert checks.default_rank_limit(TwoRanks()) == budget.limit
     assert len(ten_gib_free) == 2  # one read each
     monkeypatch.setenv("QSIMDIST_MEMORY_LIMIT", "3GiB")
-    assert mpi.default_rank_limit(TwoRanks()) == MemoryBudget.resolve(None).limit == 3 * GIB
+    assert checks.default_rank_limit(TwoRanks()) == MemoryBudget.resolve(None).limit == 3 * GIB
 
 
 def test_the_quimb_hook_reads_free_memory_once_per_call(ten_gib_free):

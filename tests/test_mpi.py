@@ -122,7 +122,7 @@ def test_different_plans_are_refused():
         "import sys; from mpi4py import MPI; sys.argv=['x','circuit:12:6:3:1:2.0:sharded'];"
         "sys.path.insert(0, 'tests');"
         "exec(open('tests/mpi_cases.py').read().split('def main()')[0]);"
-        "from qsimdist.executors.mpi import check_same_plan;"
+        "from qsimdist.executors.rank_checks import check_same_plan;"
         "from qsimdist.errors import PlanError;"
         "p = circuit_plan(8 + MPI.COMM_WORLD.rank, 4, 2, 'complex64', 1);"
         "\ntry:\n    check_same_plan(MPI.COMM_WORLD, p)\nexcept PlanError as e:\n    print(e)"
@@ -210,7 +210,7 @@ def test_cli_amplitude_under_mpiexec_reuses_across_slices(reuse):
 
 
 def _unset_threads() -> dict:
-    from qsimdist.executors.mpi import THREAD_VARIABLES
+    from qsimdist.executors.rank_checks import THREAD_VARIABLES
 
     return dict.fromkeys(THREAD_VARIABLES)
 

@@ -176,7 +176,7 @@ def test_cli_plan_reuse(capsys, tmp_path):
 
 def test_trace_rows_time_each_run_of_a_step(base_plan):
     """A --trace row is seconds per run of the step: a reused step ran on fewer slices."""
-    from qsimdist.executors.mpi import trace_rows
+    from qsimdist.executors.run_stats import trace_rows
 
     _, _, sched = _reused(base_plan, 32, 1)
     sp = scheduled_plan(base_plan, sched)

@@ -59,8 +59,8 @@ LAZY: dict[str, tuple[str, str]] = {
         "abort_on_signals", "agreed_error", "barrier_sleeping", "bcast_from_root", "fail_rank",
         "is_collective", "mark_collective", "plan_on_root")},
     "array_module": ("local", "array_module"),
-    **{n: ("mpi", n) for n in (
-        "RunStats", "agreed_fault", "fault_point", "ranks_on_host", "write_trace")},
+    **{n: ("rank_checks", n) for n in ("agreed_fault", "fault_point", "ranks_on_host")},
+    **{n: ("run_stats", n) for n in ("RunStats", "write_trace")},
     **{n: ("statevector", n) for n in (
         "apply_gates", "bitstring_amplitudes", "blas_threads", "compiled_kernel_runs",
         "matmul_in_parts", "pattern_amplitudes", "permute_axes", "run_dtype", "simulate",
@@ -89,8 +89,10 @@ def _module(name: str):
         from . import liveness as module
     elif name == "local":
         from . import local as module
-    elif name == "mpi":
-        from . import mpi as module
+    elif name == "rank_checks":
+        from . import rank_checks as module
+    elif name == "run_stats":
+        from . import run_stats as module
     elif name == "statevector":
         from . import statevector as module
     elif name == "sv_kernels":
