@@ -309,7 +309,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    from qsimdist.search_command import parse_budget
+    from qsimdist.commands.search import parse_budget
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="../shared/data")

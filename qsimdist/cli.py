@@ -8,9 +8,9 @@ that line is one JSON object instead::
     {"error": {"type": "InvalidInputError", "message": "..."}, "exit_code": 2}
 
 ``-v`` logs the main stages on stderr (``-vv``: with details). The commands
-themselves live in :mod:`qsimdist.commands` (and beside their engines:
-``contract``, ``search``, ``expect``, ``sample``, ``decode``); this module
-registers them and owns how a run ends, alone or under ``mpiexec``.
+and every option they take live in :mod:`qsimdist.commands`, one module per
+command family; this module builds the app from them and owns how a run ends,
+alone or under ``mpiexec``.
 """
 
 from __future__ import annotations
@@ -26,12 +26,17 @@ from typing import Optional
 
 import typer
 
-from . import __version__
 from .commands.amplitude import amplitude
 from .commands.cache import cache_app
-from .commands.common import rank, under_mpi
+from .commands.common import VerboseOpt, VersionOpt, rank, under_mpi
+from .commands.contract import contract
+from .commands.expect import expect
 from .commands.machine import calibrate, profiles
 from .commands.plans import plan, run
+from .commands.qec import decode
+from .commands.sample import sample
+from .commands.search import search
+from .commands.version import version
 from .errors import QsimdistError
 
 app = typer.Typer(
@@ -45,59 +50,17 @@ app = typer.Typer(
 
 logger = logging.getLogger(__name__)
 
-app.command()(amplitude)
-app.command()(plan)
-app.command()(run)
-
-
-@app.command()
-def version() -> None:
-    """Print the qsimdist version."""
-    typer.echo(__version__)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        typer.echo(__version__)
-        raise typer.Exit()
-
 
 @app.callback()
-def _root(
-    show_version: bool = typer.Option(False, "--version", callback=_print_version,
-                                      is_eager=True, help="Print the version and exit."),
-    verbose: int = typer.Option(0, "--verbose", "-v", count=True, metavar="", show_default=False,
-                                help="Log the main stages on stderr; -vv: with details."),
-) -> None:
+def _root(show_version: bool = VersionOpt, verbose: int = VerboseOpt) -> None:
     """Exact tensor-network simulation of quantum circuits, planned for one or many devices."""
     configure_logging(verbose)
 
 
-app.command()(profiles)
-app.command()(calibrate)
-
-from .qiskit.expect_command import expect as _expect  # noqa: E402
-
-app.command(name="expect")(_expect)
-
-from .contract_command import contract_command as _contract_command  # noqa: E402
-
-app.command(name="contract")(_contract_command)
-
-from .search_command import search_command as _search_command  # noqa: E402
-
-app.command(name="search")(_search_command)
-
-
-
-from .qiskit.cli_commands import sample as _sample  # noqa: E402
-
-app.command(name="sample")(_sample)
-
-from .qec.command import decode_command as _decode  # noqa: E402
-
-app.command(name="decode")(_decode)
-
+# in the order 'qsimdist --help' lists them
+for command in (amplitude, plan, run, version, profiles, calibrate, expect, contract, search,
+                sample, decode):
+    app.command()(command)
 app.add_typer(cache_app, name="cache")
 
 

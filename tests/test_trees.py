@@ -30,7 +30,7 @@ from qsimdist.planner.trees import (
     save_tree,
     to_cotengra,
 )
-from qsimdist.search_command import parse_budget
+from qsimdist.commands.search import parse_budget
 
 ROOT = Path(__file__).resolve().parent.parent
 CIRCUIT = ROOT / "circuits" / "rqc_3x4_m8.qasm"

@@ -111,6 +111,55 @@ GemmOpt = typer.Option(
     "error against complex128 measured 1.6e-6 instead of 9.1e-7); tf32, 3m-tf32 (--backend "
     "cupy, complex64: cuBLAS's TF32 compute type, less accurate).",
 )
+#: ``plan`` and ``search``: the one pattern their network is made for
+BitstringOpt = typer.Option(
+    None, "--bitstring", "-b", help="Bitstring pattern (* = open). Default: all zeros."
+)
+
+
+# Options several commands take with one spelling and default, whose help says what the
+# option does in that command (the devices it plans or scores for, the tree it starts from).
+
+def devices_opt(help: str):
+    """``--devices P``: how many devices of ``--profile`` (default: one node)."""
+    return typer.Option(None, "--devices", help=help)
+
+
+def tree_opt(help: str):
+    """``--tree FILE``: a contraction tree or path given instead of a search's own."""
+    return typer.Option(None, "--tree", help=help)
+
+
+def reuse_opt(help: str):
+    """``--reuse``: each group keeps step outputs across slices where memory allows."""
+    return typer.Option(False, "--reuse", help=help)
+
+
+def method_opt(help: str):
+    """``--method``: the route, ``auto`` being the router's cheapest."""
+    return typer.Option("auto", "--method", help=help)
+
+
+def seed_opt(default: Optional[int], help: str):
+    """``--seed``: the seed of the command's random choices."""
+    return typer.Option(default, "--seed", help=help)
+
+
+# The options of ``qsimdist`` itself, before the command
+
+def print_version(value: bool) -> None:
+    """``--version``: print the version and stop."""
+    if value:
+        from .. import __version__
+
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+VersionOpt = typer.Option(False, "--version", callback=print_version, is_eager=True,
+                          help="Print the version and exit.")
+VerboseOpt = typer.Option(0, "--verbose", "-v", count=True, metavar="", show_default=False,
+                          help="Log the main stages on stderr; -vv: with details.")
 
 
 def check_profile(profile: Optional[str]):

@@ -16,6 +16,7 @@ from .common import (
     BLOCK,
     Backend,
     BackendOpt,
+    BitstringOpt,
     Comm,
     CommOpt,
     Dtype,
@@ -32,7 +33,10 @@ from .common import (
     check_comm,
     check_output_path,
     check_profile,
+    devices_opt,
     progress_bar,
+    reuse_opt,
+    tree_opt,
     under_mpi,
     write_amplitudes,
 )
@@ -44,9 +48,7 @@ def plan(
     circuit: Path = typer.Argument(
         ..., help="Circuit or network file, or a saved plan (.json) to report on without searching."
     ),
-    bitstring: Optional[str] = typer.Option(
-        None, "--bitstring", "-b", help="Bitstring pattern (* = open). Default: all zeros."
-    ),
+    bitstring: Optional[str] = BitstringOpt,
     output: Optional[Path] = OutputOpt,
     order: Order = OrderOpt,
     dtype: Dtype = DtypeOpt,
@@ -54,23 +56,20 @@ def plan(
     max_time: Optional[float] = MaxTimeOpt,
     max_repeats: Optional[int] = RepeatsOpt,
     profile: Optional[str] = ProfileOpt,
-    devices: Optional[int] = typer.Option(
-        None, "--devices", help="Devices P (a power of two) for --profile; default: one node."
-    ),
+    devices: Optional[int] = devices_opt(
+        "Devices P (a power of two) for --profile; default: one node."),
     plot: Optional[Path] = typer.Option(
         None, "--plot", help="With --profile: write a PNG of the dp schedule."
     ),
-    tree: Optional[Path] = typer.Option(
-        None, "--tree", help="Plan along this tree instead of searching: a 'qsimdist search' "
-        "tree, a saved plan, an SSA path (JSON list of pairs), {\"path\": linear path}, or a "
-        "pickled cotengra ContractionTree (.pkl; read only files you trust). A qsimdist tree "
-        "is planned on the network simplified as its file records (older files: by quimb's "
-        "passes where that network is the one it was made for)."
-    ),
-    reuse: bool = typer.Option(
-        False, "--reuse", help="With --profile: each group keeps the step outputs worth "
-        "keeping from one slice to the next, in the memory the schedule leaves free."
-    ),
+    tree: Optional[Path] = tree_opt(
+        "Plan along this tree instead of searching: a 'qsimdist search' tree, a saved plan, "
+        "an SSA path (JSON list of pairs), {\"path\": linear path}, or a pickled cotengra "
+        "ContractionTree (.pkl; read only files you trust). A qsimdist tree is planned on the "
+        "network simplified as its file records (older files: by quimb's passes where that "
+        "network is the one it was made for)."),
+    reuse: bool = reuse_opt(
+        "With --profile: each group keeps the step outputs worth keeping from one slice to "
+        "the next, in the memory the schedule leaves free."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Plan the contraction of CIRCUIT (path, slicing, lifetime layouts) and print a summary.

@@ -1,9 +1,9 @@
 """``qsimdist sample``: counts of a circuit file drawn by the exact sampler.
 
-Registered in :mod:`qsimdist.cli`. OpenQASM files are read with their
-measurements, resets and ``if`` statements; a circuit without any
-measurement has every qubit measured. ``.qsim`` files (no measurements)
-measure every qubit.
+OpenQASM files are read with their measurements, resets and ``if`` statements;
+a circuit without any measurement has every qubit measured. ``.qsim`` files
+(no measurements) measure every qubit. The counts come from the Qiskit door,
+:class:`~qsimdist.qiskit.SamplerV2`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from typing import Optional
 
 import typer
 
-from ..commands.common import (
+from ..config import check_order, reorder_bits
+from ..errors import InvalidInputError
+from .common import (
     Backend,
     BackendOpt,
     Dtype,
@@ -27,9 +29,9 @@ from ..commands.common import (
     OrderOpt,
     ProfileOpt,
     check_profile,
+    method_opt,
+    seed_opt,
 )
-from ..config import check_order, reorder_bits
-from ..errors import InvalidInputError
 
 logger = logging.getLogger(__name__)
 
@@ -66,15 +68,13 @@ def load_sampling_circuit(path: Path):
 def sample(
     circuit: Path = typer.Argument(..., help="Circuit file (.qasm OpenQASM 2/3, .qasm3, .qsim)."),
     shots: int = typer.Option(1024, "--shots", help="Number of shots (>= 1)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed: the same seed, the same "
-                                       "bitstrings."),
+    seed: Optional[int] = seed_opt(None, "Seed: the same seed, the same bitstrings."),
     dtype: Dtype = DtypeOpt,
     memory_limit: Optional[str] = MemOpt,
     backend: Backend = BackendOpt,
-    method: str = typer.Option("auto", "--method",
-                               help="auto (the router's cheapest), statevector, marginal, "
-                                    "doubled-marginal, chain, rejection or stabilizer "
-                                    "(Clifford circuits, stim)."),
+    method: str = method_opt(
+        "auto (the router's cheapest), statevector, marginal, doubled-marginal, chain, "
+        "rejection or stabilizer (Clifford circuits, stim)."),
     profile: Optional[str] = ProfileOpt,
     order: Order = OrderOpt,
     as_json: bool = JsonOpt,
@@ -93,7 +93,7 @@ def sample(
         raise InvalidInputError(f"--seed must be a non-negative integer, got {seed}")
     check_order(order)
     check_profile(profile)  # refused before any work, under mpiexec or not
-    from .sampler import SamplerV2
+    from ..qiskit import SamplerV2
 
     qc = load_sampling_circuit(circuit)
     logger.info("sampling %d shot(s) of %s: %d qubit(s), %d clbit(s)", shots, circuit,

@@ -1,9 +1,10 @@
 """The ``qsimdist expect`` command: expectation values of Pauli labels on a circuit file.
 
-Registered in :mod:`qsimdist.cli`. Labels follow Qiskit's order (rightmost
-character = qubit 0) unless ``--order natural`` (character i = qubit i). Final
-measurements are ignored and a mid-circuit measurement is refused, as for
-amplitudes. Needs no Qiskit for files other than OpenQASM 3.
+Labels follow Qiskit's order (rightmost character = qubit 0) unless ``--order
+natural`` (character i = qubit i). Final measurements are ignored and a
+mid-circuit measurement is refused, as for amplitudes. ``--cost`` prints each
+term's predicted cost instead, contracting nothing. Needs no Qiskit for files
+other than OpenQASM 3.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Optional
 
 import typer
 
-from ..commands.common import (
+from ..config import check_order, reorder_bits
+from ..errors import InvalidInputError
+from .common import (
     Backend,
     BackendOpt,
     Dtype,
@@ -27,9 +30,9 @@ from ..commands.common import (
     OrderOpt,
     ProfileOpt,
     check_profile,
+    devices_opt,
+    method_opt,
 )
-from ..config import check_order, reorder_bits
-from ..errors import InvalidInputError
 
 logger = logging.getLogger(__name__)
 
@@ -47,19 +50,18 @@ def expect(
     dtype: Dtype = DtypeOpt,
     memory_limit: Optional[str] = MemOpt,
     backend: Backend = BackendOpt,
-    method: str = typer.Option(
-        "auto", "--method",
-        help="auto (the router's cheapest), statevector, state (one light-cone state), "
-        "doubled (each term's doubled network) or stabilizer (Clifford circuits, stim)."),
+    method: str = method_opt(
+        "auto (the router's cheapest), statevector, state (one light-cone state), doubled "
+        "(each term's doubled network) or stabilizer (Clifford circuits, stim)."),
     profile: Optional[str] = ProfileOpt,
     order: Order = OrderOpt,
     cost: bool = typer.Option(
         False, "--cost", help="Print each term's cost instead of its value, contracting "
         "nothing: method, FLOPs, largest intermediate, peak memory, slices and the predicted "
         "time here; with --profile, also the dp schedule's predicted time on --devices of it."),
-    devices: Optional[int] = typer.Option(
-        None, "--devices", help="With --cost and --profile: devices P (a power of two; "
-        "default one node of the profile)."),
+    devices: Optional[int] = devices_opt(
+        "With --cost and --profile: devices P (a power of two; default one node of the "
+        "profile)."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Expectation values <psi|P|psi> of Pauli labels on CIRCUIT's state (rightmost = qubit 0).

@@ -21,8 +21,8 @@ from typing import Optional
 
 import typer
 
-from ..commands.common import JsonOpt
 from ..errors import InvalidInputError
+from .common import JsonOpt
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def read_syndromes(path: Path, num_detectors: int):
     return np.stack(rows)
 
 
-def decode_command(
+def decode(
     model_file: Path = typer.Argument(
         ..., help="Detector error model (.dem) or stim circuit (.stim)."
     ),
@@ -82,7 +82,7 @@ def decode_command(
     """
     import numpy as np
 
-    from .decoder import MLDecoder, outcome_bits
+    from ..qec.decoder import MLDecoder, outcome_bits
 
     if batch_size is not None and batch_size < 1:
         raise InvalidInputError(f"--batch-size must be >= 1, got {batch_size}")

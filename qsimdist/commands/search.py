@@ -1,11 +1,10 @@
 """``qsimdist search CIRCUIT --profile NAME --devices P --budget 30m --output TREE.json``.
 
-Registered in :mod:`qsimdist.cli`. Searches a contraction tree scored by the
-dp schedule's predicted time on the target (see :mod:`qsimdist.planner.search`),
-writes it with its budget and score history after every round, and resumes a
-search already in ``--output`` for the same target (``--out``, its former name,
-still works, hidden from the help). ``qsimdist plan --tree``
-plans along the result.
+Searches a contraction tree scored by the dp schedule's predicted time on the
+target (see :mod:`qsimdist.planner.search`), writes it with its budget and
+score history after every round, and resumes a search already in ``--output``
+for the same target (``--out``, its former name, still works, hidden from the
+help). ``qsimdist plan --tree`` plans along the result.
 """
 
 from __future__ import annotations
@@ -20,7 +19,9 @@ from typing import Optional
 
 import typer
 
-from .commands.common import (
+from ..errors import InvalidInputError
+from .common import (
+    BitstringOpt,
     Dtype,
     DtypeOpt,
     JsonOpt,
@@ -30,8 +31,11 @@ from .commands.common import (
     OutputOpt,
     ProfileOpt,
     check_profile,
+    devices_opt,
+    reuse_opt,
+    seed_opt,
+    tree_opt,
 )
-from .errors import InvalidInputError
 
 logger = logging.getLogger(__name__)
 
@@ -66,30 +70,28 @@ def _last_try(state) -> str:
     return f"; this round's tree{where}: {got}"
 
 
-def search_command(
+def search(
     circuit: Path = typer.Argument(..., help="Circuit or network file."),
     profile: Optional[str] = ProfileOpt,
     output: Optional[Path] = OutputOpt,
     out: Optional[Path] = typer.Option(None, "--out", hidden=True,
                                        help="Former name of --output (deprecated)."),
-    devices: Optional[int] = typer.Option(
-        None, "--devices", help="Devices P (a power of two); 1 gives the one-device baseline. "
-        "Default: one node."),
+    devices: Optional[int] = devices_opt(
+        "Devices P (a power of two); 1 gives the one-device baseline. Default: one node."),
     budget: str = typer.Option("10m", "--budget", help="Wall-clock budget, e.g. 600, 30m, 2h "
                                "(a resumed search counts the time it already spent)."),
-    tree: Optional[Path] = typer.Option(None, "--tree", help="Start from this tree or path "
-                                        "(see 'qsimdist plan --tree') instead of --start."),
+    tree: Optional[Path] = tree_opt(
+        "Start from this tree or path (see 'qsimdist plan --tree') instead of --start."),
     start_from: str = typer.Option(
         "greedy", "--start", help="Without --tree, start from cotengra's greedy tree (greedy) "
         "or its slicing-aware hyper-optimiser, given a quarter of the budget (hyper)."),
-    bitstring: Optional[str] = typer.Option(None, "--bitstring", "-b",
-                                            help="Bitstring pattern (* = open). Default: zeros."),
+    bitstring: Optional[str] = BitstringOpt,
     order: Order = OrderOpt,
     dtype: Dtype = DtypeOpt,
     memory_limit: Optional[str] = MemOpt,
-    seed: int = typer.Option(0, "--seed", help="Seed of the search's random choices."),
-    reuse: bool = typer.Option(False, "--reuse", help="Score trees with each group keeping "
-                               "step outputs across slices where memory allows."),
+    seed: int = seed_opt(0, "Seed of the search's random choices."),
+    reuse: bool = reuse_opt(
+        "Score trees with each group keeping step outputs across slices where memory allows."),
     narrower: int = typer.Option(
         0, "--narrower", help="Also anneal up to this many powers of two below the best "
         "schedule's width, each round's width drawn by which have produced better trees "
@@ -106,11 +108,12 @@ def search_command(
     the same target resumes; plan along it with
     'qsimdist plan CIRCUIT --tree TREE.json --profile NAME --devices P'.
     """
-    from ._fileio import check_output_target
-    from .api import simplified_network, tree_network
-    from .planner.search import MAX_NARROWER, START_FROM, Target, search
-    from .planner.simplify import DEFAULT_SEQUENCE
-    from .planner.trees import Simplification, load_tree
+    from .._fileio import check_output_target
+    from ..api import simplified_network, tree_network
+    from ..planner.search import MAX_NARROWER, START_FROM, Target
+    from ..planner.search import search as run_search
+    from ..planner.simplify import DEFAULT_SEQUENCE
+    from ..planner.trees import Simplification, load_tree
 
     seconds = parse_budget(budget)
     if not 0 <= narrower <= MAX_NARROWER:
@@ -126,7 +129,7 @@ def search_command(
         typer.echo("qsimdist: note: --out is deprecated; write --output", err=True)
         output = out
     if profile is None:
-        from .hardware import list_profiles
+        from ..hardware import list_profiles
 
         raise InvalidInputError(
             "search needs --profile NAME, the hardware to score trees on; valid: "
@@ -140,7 +143,7 @@ def search_command(
     prof.check_devices(p)
     per_device = None
     if memory_limit is not None:
-        from .engine.memory import MemoryBudget
+        from ..engine import MemoryBudget
 
         per_device = MemoryBudget.resolve(memory_limit).limit
         if per_device is None:
@@ -163,7 +166,7 @@ def search_command(
         sys.stderr.flush()
 
     logger.info("searching a tree for %s on %s x %d for %.0f s", circuit, prof.name, p, seconds)
-    state = search(net, Target.with_memory(prof, p, dtype, per_device, reuse), seconds,
+    state = run_search(net, Target.with_memory(prof, p, dtype, per_device, reuse), seconds,
                    out=output, start=start, seed=seed, resume=not fresh, narrower=narrower,
                    start_from=start_from, on_round=report, simplification=simplification)
     if as_json:

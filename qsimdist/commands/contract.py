@@ -1,10 +1,10 @@
 """``qsimdist contract NETWORK.json``: contract a cotengra-style JSON network.
 
-Registered in :mod:`qsimdist.cli`. The arrays come from ``--arrays FILE.npz``
-(``arr_0 .. arr_{n-1}``, read with ``allow_pickle=False``), from the sibling
-``NETWORK.npz``, or, only when asked with ``--random-arrays SEED``, from a
-seeded Gaussian draw. Every input problem is one line on stderr and exit
-code 2 (raised as a :class:`~qsimdist.errors.QsimdistError`).
+The arrays come from ``--arrays FILE.npz`` (``arr_0 .. arr_{n-1}``, read with
+``allow_pickle=False``), from the sibling ``NETWORK.npz``, or, only when asked
+with ``--random-arrays SEED``, from a seeded Gaussian draw. Every input problem
+is one line on stderr and exit code 2 (raised as a
+:class:`~qsimdist.errors.QsimdistError`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from .commands.common import (
+from ..config import format_bytes
+from ..errors import InvalidInputError
+from .common import (
     Backend,
     BackendOpt,
     Comm,
@@ -34,20 +36,18 @@ from .commands.common import (
     check_comm,
     check_profile,
 )
-from .config import format_bytes
-from .errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from .network import Network
+    from ..network import Network
 
 logger = logging.getLogger(__name__)
 
 
 def _structure_only(path: Path) -> Network:
     """The network of ``path`` without any arrays (a sibling .npz is not read)."""
-    from ._fileio import read_regular_bytes
-    from .errors import CircuitParseError
-    from .network.io import network_from_dict, parse_json_text
+    from .._fileio import read_regular_bytes
+    from ..errors import CircuitParseError
+    from ..network.io import network_from_dict, parse_json_text
 
     raw = read_regular_bytes(path, "network JSON", CircuitParseError)
     return network_from_dict(parse_json_text(raw, str(path), "the network JSON"), str(path))
@@ -56,7 +56,7 @@ def _structure_only(path: Path) -> Network:
 def load_arrays_network(network: Path, arrays: Optional[Path], random_arrays: Optional[int],
                         dtype: Optional[str]) -> tuple[Network, bool]:
     """The network to contract, with its arrays from the file or the seeded draw asked for."""
-    from .network import load_network
+    from ..network import load_network
 
     if not os.path.lexists(network):
         raise InvalidInputError(f"no such network file: {network}")
@@ -78,7 +78,7 @@ def load_arrays_network(network: Path, arrays: Optional[Path], random_arrays: Op
 
 
 def _check_npy_path(path: Path) -> None:
-    from ._fileio import check_output_target
+    from .._fileio import check_output_target
 
     if path.suffix != ".npy":
         raise InvalidInputError(f"--output must name a .npy file, got {str(path)!r}")
@@ -90,7 +90,7 @@ def _number(x: Any) -> dict:
     return {"re": x.real, "im": x.imag}
 
 
-def contract_command(
+def contract(
     network: Path = typer.Argument(..., help="cotengra-style JSON network (inputs, output, "
                                    "size_dict)."),
     arrays: Optional[Path] = typer.Option(
@@ -118,9 +118,9 @@ def contract_command(
     """
     import numpy as np
 
-    from .executors import bind_executor, resolve_executor
-    from .engine.networks import ContractOptions, finish, run_network
-    from .frontends.quimb_network import prepare
+    from ..engine.networks import ContractOptions, finish, run_network
+    from ..executors import bind_executor, resolve_executor
+    from ..frontends.quimb_network import prepare
 
     if output is not None:
         _check_npy_path(output)
@@ -140,7 +140,7 @@ def contract_command(
     if bind_executor(opts.executor, opts.comm).rank != 0:  # rank 0 reports
         return
     if output is not None:
-        from ._fileio import atomic_write
+        from .._fileio import atomic_write
 
         atomic_write(output, lambda fh: np.save(fh, values, allow_pickle=False))
     source = f"random:{random_arrays}" if random else str(arrays or network.with_suffix(".npz"))
