@@ -20,6 +20,7 @@ from qiskit.quantum_info import Statevector
 
 from qsimdist.api import simplified_network
 from qsimdist.cli import main
+from qsimdist.commands.search import parse_budget
 from qsimdist.errors import InvalidInputError, PlanFormatError
 from qsimdist.planner.plan import Plan
 from qsimdist.planner.trees import (
@@ -30,7 +31,6 @@ from qsimdist.planner.trees import (
     save_tree,
     to_cotengra,
 )
-from qsimdist.commands.search import parse_budget
 
 ROOT = Path(__file__).resolve().parent.parent
 CIRCUIT = ROOT / "circuits" / "rqc_3x4_m8.qasm"
