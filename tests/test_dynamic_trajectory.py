@@ -1,4 +1,4 @@
-"""The estimator's trajectory route for dynamic circuits (:mod:`qsimdist.qiskit.trajectory`).
+"""The estimator's trajectory route for dynamic circuits (:mod:`qsimdist.engine.trajectory_values`).
 
 The reference is the estimator's other route for the same circuits: the lowered
 (deferred-measurement) circuit, whose branch wires are fixed to sampled outcomes.
@@ -16,7 +16,7 @@ from qiskit.circuit import Parameter
 from qiskit.circuit.classical import expr
 from qiskit.quantum_info import SparsePauliOp
 
-import qsimdist.qiskit.trajectory as trajectory
+import qsimdist.engine.dynamic_prices as trajectory
 from qsimdist.errors import QsimdistError, UnsupportedInstructionError
 from qsimdist.qiskit import EstimatorV2
 

@@ -1,5 +1,5 @@
 """``SamplerV2`` on dynamic circuits as a tree of trajectories
-(:mod:`qsimdist.qiskit.trajectory_sampling`).
+(:mod:`qsimdist.engine.tree_sampling`).
 
 The reference is the exact joint distribution of every clbit, read off the
 deferred-measurement circuit's ``Statevector`` (Qiskit's, complex128); the tree's
@@ -16,10 +16,12 @@ import pytest
 from qiskit import ClassicalRegister, QuantumCircuit
 from qiskit.quantum_info import Statevector
 
+from qsimdist.engine import dynamic_prices
+from qsimdist.engine.tree_sampling import tree_program
 from qsimdist.errors import QsimdistError
+from qsimdist.frontends.dynamic import may_be_dynamic
+from qsimdist.frontends.lowering import lower_circuit
 from qsimdist.qiskit import SamplerV2
-from qsimdist.qiskit import trajectory_sampling as tree_sampling
-from qsimdist.qiskit.dynamic import lower_circuit
 
 from .test_dynamic_trajectory import CIRCUITS
 from .test_qiskit_sampler import assert_chisquare
@@ -75,8 +77,8 @@ def chi_square(rows: list[str], probs: dict[str, float]) -> float:
 @pytest.fixture
 def force_tree(monkeypatch):
     """Try the tree whatever its price, and never abandon it."""
-    monkeypatch.setattr(tree_sampling, "TRY_SHARE", float("inf"))
-    monkeypatch.setattr(tree_sampling, "ABANDON_SHARE", float("inf"))
+    monkeypatch.setattr(dynamic_prices, "TRY_SHARE", float("inf"))
+    monkeypatch.setattr(dynamic_prices, "ABANDON_SHARE", float("inf"))
 
 
 def sample(qc, seed=7, shots=SHOTS, **options):
@@ -93,7 +95,7 @@ def test_tree_draws_the_exact_joint_distribution(name, force_tree, monkeypatch):
     assert tree.metadata["sampling"]["method"] == "trajectory"
     assert route["leaves"] > 1 and route["qubits"] == qc.num_qubits
     chi_square(drawn(tree, qc), probs)
-    monkeypatch.setattr(tree_sampling, "ENABLED", False)
+    monkeypatch.setattr(dynamic_prices, "ENABLED", False)
     other = sample(qc, dtype="complex128")
     assert other.metadata["sampling"]["method"] != "trajectory"
     chi_square(drawn(other, qc), probs)
@@ -106,7 +108,7 @@ def test_same_seed_same_shots_and_held_copies_change_nothing(force_tree, monkeyp
     first = drawn(sample(qc, seed=3, shots=2000), qc)
     assert drawn(sample(qc, seed=3, shots=2000), qc) == first
     assert drawn(sample(qc, seed=4, shots=2000), qc) != first
-    monkeypatch.setattr(tree_sampling._trajectory, "CACHE_BYTES", 0)
+    monkeypatch.setattr(dynamic_prices, "CACHE_BYTES", 0)
     assert drawn(sample(qc, seed=3, shots=2000), qc) == first
 
 
@@ -150,7 +152,7 @@ def test_price_picks_the_tree_for_phase_estimation_and_not_for_a_dynamic_qft():
     route = res.metadata["sampling"]["route"]
     assert res.metadata["sampling"]["method"] == "trajectory"
     assert route["lowered_qubits"] == 2 + k_max - 1  # the last measurement is final
-    assert route["predicted_seconds"] < route["lowered_predicted_seconds"]
+    assert route["predicted_seconds"] < route["statevector_seconds"]
     assert 1 < route["leaves"] < 50
     chi_square(drawn(res, iqpe), exact(iqpe))
 
@@ -171,8 +173,8 @@ def test_price_picks_the_tree_for_phase_estimation_and_not_for_a_dynamic_qft():
 def test_abandoned_tree_falls_back_to_the_lowered_route(monkeypatch):
     """Tried on a circuit whose every outcome is random, with a budget below its work:
     abandoned, and the lowered route's shots are returned (still exact)."""
-    monkeypatch.setattr(tree_sampling, "TRY_SHARE", float("inf"))
-    monkeypatch.setattr(tree_sampling, "ABANDON_SHARE", 1e-6)
+    monkeypatch.setattr(dynamic_prices, "TRY_SHARE", float("inf"))
+    monkeypatch.setattr(dynamic_prices, "ABANDON_SHARE", 1e-6)
     qc = with_final(CIRCUITS["clbit_and_reset"]())
     res = sample(qc, dtype="complex128")
     assert res.metadata["sampling"]["method"] != "trajectory"
@@ -188,16 +190,16 @@ def test_no_tree_for_clifford_or_static_circuits_or_other_methods(force_tree):
     ghz.measure([1, 2], [1, 2])
     # forced to try the tree (force_tree), a Clifford circuit still keeps the lowered
     # routes (stabilizer, or for so few qubits the statevector where the router says so)
-    assert tree_sampling.compile_program(ghz).may_be_clifford()
+    assert tree_program(ghz).may_be_clifford()
     assert sample(ghz, shots=100).metadata["sampling"]["method"] in ("stabilizer",
                                                                        "statevector")
     static = QuantumCircuit(2, 2)
     static.h(0)
     static.ry(0.3, 1)
     static.measure([0, 1], [0, 1])
-    assert not tree_sampling.may_be_dynamic(static)
+    assert not may_be_dynamic(static)
     dynamic = with_final(CIRCUITS["nested_conditions"]())
-    assert tree_sampling.may_be_dynamic(dynamic)
+    assert may_be_dynamic(dynamic)
     named = sample(dynamic, shots=100, method="statevector")
     assert named.metadata["sampling"]["method"] == "statevector"
 

@@ -23,8 +23,8 @@ from qiskit.quantum_info import SparsePauliOp, Statevector, random_clifford
 import qsimdist
 from qsimdist.errors import UnsupportedInstructionError
 from qsimdist.frontends import load
+from qsimdist.frontends.lowering import lower_circuit
 from qsimdist.qiskit import EstimatorV2, SamplerV2
-from qsimdist.qiskit.dynamic import lower_circuit
 
 TOL = 1e-10
 
@@ -320,29 +320,29 @@ def test_expression_truth_tables_match_python(monkeypatch, scalar):
     """Every supported node's truth table over all assignments, on int64 arrays (the
     default) and on Python integers (what a register wider than 62 bits takes), against
     the same expression written out in Python."""
-    from qsimdist.qiskit import dynamic
+    from qsimdist.frontends import classical
 
     if scalar:
-        monkeypatch.setattr(dynamic, "_ARRAY_BITS", 0)
+        monkeypatch.setattr(classical, "_ARRAY_BITS", 0)
     m = ClassicalRegister(3, "m")
     wires = [10, 11, 12]
     for e, want in _truth_cases(m):
-        got = dynamic.expression_truth(e, list(m), wires, wires, "a test")
+        got = classical.expression_truth(e, list(m), wires, wires, "a test")
         assert got == [want(a) for a in range(8)], e
     # a bit never written reads 0: m[2] fixed at 0, wires for m[0], m[1]
     for e, want in _truth_cases(m):
-        got = dynamic.expression_truth(e, list(m), [10, 11, None], [10, 11], "a test")
+        got = classical.expression_truth(e, list(m), [10, 11, None], [10, 11], "a test")
         assert got == [want(a) for a in range(4)], e
 
 
 def test_wide_register_expressions_use_python_integers():
     """A 70-bit register's value passes int64: its expression is evaluated on Python
     integers and still exact."""
-    from qsimdist.qiskit import dynamic
+    from qsimdist.frontends import classical
 
     wide = ClassicalRegister(70, "w")
     e = expr.equal(wide, (1 << 69) | 1)
-    assert dynamic._widest(e) == 70
+    assert classical._widest(e) == 70
     sources = [0] + [None] * 68 + [1]  # bit 0 reads wire 0, bit 69 wire 1
-    assert dynamic.expression_truth(e, list(wide), sources, [0, 1], "a test") == [
+    assert classical.expression_truth(e, list(wide), sources, [0, 1], "a test") == [
         False, False, False, True]

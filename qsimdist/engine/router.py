@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,6 +44,11 @@ from ..hardware import costs
 from ..network import Network
 from .batching import BATCH_PLAN_SHARE, batches
 from .memory import MemoryBudget
+from .route import DynamicRoute, Route
+
+if TYPE_CHECKING:
+    from .dynamic_prices import TrajectoryPrices
+    from .options import RunOptions
 
 #: widest circuit the statevector route takes (2^40 amplitudes: 16 TiB in complex128)
 MAX_STATEVECTOR_QUBITS = 40
@@ -52,39 +57,6 @@ METHODS = ("auto", "statevector", "tensor-network")
 #: circuits with more gates than this are fused (width 2, diagonal runs kept diagonal)
 #: before their tensor network is built, so simplification sees fewer tensors
 TN_FUSE_MIN_GATES = 1000
-
-
-
-@dataclass(frozen=True)
-class Route:
-    """The route a request takes and the predictions it was chosen on.
-
-    ``method`` is ``"statevector"`` (apply the fused gates to the full state in
-    circuit order, then read what is asked from the state) or a tensor-network
-    method: ``"tensor-network"`` for amplitudes; for sampling and expectation
-    values the tensor-network method's own name (``marginal``, ``chain``,
-    ``doubled``, ...). ``executor`` is ``local`` or ``mpi``. Predicted seconds
-    use the cost model's constants, not a clock (labelled predicted wherever
-    shown); ``None`` where not estimated.
-    """
-
-    method: str
-    reason: str
-    statevector_seconds: float | None = None
-    tensor_network_seconds: float | None = None
-    statevector_bytes: int | None = None
-    fusion_width: int | None = None
-    executor: str = "local"
-    #: what runs a statevector route: ``qsimdist`` (its own kernels) or ``qsim``
-    engine: str | None = None
-    #: qsimdist's kernel: ``compiled`` (in place, numba) or ``numpy`` (a GEMM per gate)
-    kernel: str | None = None
-    #: predicted seconds of the stabilizer route (Clifford circuits with stim; ``None``:
-    #: not a Clifford circuit, or not priced)
-    stabilizer_seconds: float | None = None
-
-    def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # scalars
 
 
 def tn_floor(n_gates: int, contractions: int) -> float:
@@ -579,21 +551,45 @@ def prefer_stabilizer(route: Route, stabilizer_seconds: float | None,
                                stabilizer_seconds=stabilizer_seconds, engine=None, kernel=None)
 
 
-__all__ = [
-    "MAX_STATEVECTOR_QUBITS",
-    "CircuitCache",
-    "circuit_cache",
-    "contraction_price",
-    "METHODS",
-    "Route",
-    "fuse_for_network",
-    "greedy_cost",
-    "network_gates",
-    "network_gates_at_least",
-    "prefer_stabilizer",
-    "route_amplitudes",
-    "route_stabilizer",
-    "route_state_reading",
-    "tn_floor",
-    "tn_seconds",
-]
+def route_dynamic(prices: TrajectoryPrices | None, *, shots: bool, run: RunOptions,
+                  method: str = "auto", is_clifford=None, n_qubits: int | None = None,
+                  ) -> DynamicRoute:
+    """The route of a dynamic circuit (mid-circuit measurement, reset, classical control),
+    for shots (``shots=True``: the sampler's tree) or Pauli terms (the estimator's
+    trajectories): ``trajectory`` or ``deferred-measurement``, decided alike for both.
+
+    Trajectories are refused where they cannot run (:func:`~.dynamic_prices.trajectories_refused`:
+    backend, method, executor, width, working states within ``run.memory``, the call's
+    budget, never resolved again), then priced (:class:`~.dynamic_prices.TrajectoryPrices`;
+    ``prices=None``: refused before compiling, ``n_qubits`` wide): taken where one trajectory
+    is predicted at most ``TRY_SHARE`` (shots: a tree has up to a leaf per shot) or
+    ``TERMS_SHARE`` (terms) of the deferred-measurement circuit's statevector run, and not
+    Clifford (``is_clifford()``, asked last: the stabilizer route takes those)."""
+    from . import dynamic_prices as dp
+
+    n = prices.n if prices is not None else n_qubits
+    bound = run.memory.bound
+    known = {"qubits": n, "memory_bound": bound, "executor": run.executor}
+    refused = dp.trajectories_refused(run, method, n)
+    if refused is None and prices is not None:
+        one, deferred = prices.trajectory(shots), prices.deferred(shots)
+        known.update(trajectory_seconds=one, statevector_seconds=_finite(deferred),
+                     lowered_qubits=prices.lowered_qubits if shots else prices.collapsed_qubits)
+        share = dp.TRY_SHARE if shots else dp.TERMS_SHARE
+        if one > share * deferred:
+            refused = (f"one trajectory predicted above {share:g} of the "
+                       "deferred-measurement circuit's statevector run")
+        elif is_clifford is not None and is_clifford():
+            refused = "a Clifford circuit: the stabilizer route takes its lowered form"
+    if refused is not None or prices is None:
+        return DynamicRoute("deferred-measurement", refused or "not compiled", **known)
+    return DynamicRoute("trajectory", f"one trajectory predicted within {share:g} of the "
+                        "deferred-measurement circuit's statevector run", engine="qsimdist",
+                        statevector_bytes=dp.working_bytes(n),
+                        states_kept=dp.states_kept(n, bound), **known)
+
+
+__all__ = ["MAX_STATEVECTOR_QUBITS", "CircuitCache", "circuit_cache", "contraction_price",
+           "METHODS", "DynamicRoute", "Route", "fuse_for_network", "greedy_cost", "network_gates",
+           "network_gates_at_least", "prefer_stabilizer", "route_amplitudes", "route_dynamic",
+           "route_stabilizer", "route_state_reading", "tn_floor", "tn_seconds"]

@@ -14,7 +14,7 @@ value. Gates on more than :data:`MAX_CLIFFORD_GATE_QUBITS` qubits are taken as
 non-Clifford. The verdict and stim's form of each distinct matrix are cached.
 
 Mid-circuit measurements, resets and simple classical conditions reach this
-module already lowered (:mod:`qsimdist.qiskit.dynamic`: a measurement copies
+module already lowered (:mod:`qsimdist.frontends.lowering`: a measurement copies
 its qubit onto an ancilla with a CX, a reset swaps in a fresh qubit, a
 condition on Pauli gates becomes a controlled Pauli); those rewritings are
 Clifford, so such circuits take this route too.
