@@ -338,8 +338,8 @@ def test_sigint_during_plan_exits_130_and_writes_nothing(tmp_path):
 
 _SWALLOWER = """
 import atexit, pathlib, sys, threading, time
-from qsimdist import cli
-cli._interrupt_with_deadline()
+from qsimdist.commands import process
+process.interrupt_with_deadline()
 marker = pathlib.Path(sys.argv[1])
 atexit.register(marker.write_text, "exit handlers ran")
 print("ready", flush=True)
@@ -370,7 +370,7 @@ def test_interrupt_deadline_ends_a_process_that_swallows_ctrl_c_inside_a_lock(tm
         proc.communicate()
         pytest.fail("the interrupted process was still running 30 s after SIGINT")
     took = time.monotonic() - t0
-    from qsimdist.cli import EXIT_HANDLER_SECONDS, INTERRUPT_GRACE_SECONDS
+    from qsimdist.commands.process import EXIT_HANDLER_SECONDS, INTERRUPT_GRACE_SECONDS
 
     assert proc.returncode == 130, (proc.returncode, stderr)
     assert INTERRUPT_GRACE_SECONDS - 0.5 < took < INTERRUPT_GRACE_SECONDS + EXIT_HANDLER_SECONDS + 3

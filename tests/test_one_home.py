@@ -406,8 +406,8 @@ COST_NAME = re.compile(r"(^|_)SECONDS(_|$)|_RATE$|_FLOPS$|(^|_)LATENCY$")
 #: module constants named like prices that are not prices: timeouts, ages and thresholds
 #: of behaviour, which stay with the code they shape (path relative to qsimdist/)
 NOT_PRICES = {
-    ("cli.py", "INTERRUPT_GRACE_SECONDS"),  # how long an interrupted run may finish
-    ("cli.py", "EXIT_HANDLER_SECONDS"),  # how long exit handlers may run
+    ("commands/process.py", "INTERRUPT_GRACE_SECONDS"),  # how long an interrupted run may finish
+    ("commands/process.py", "EXIT_HANDLER_SECONDS"),  # how long exit handlers may run
     ("planner/path.py", "STALE_TEMP_SECONDS"),  # age after which a temp file is stale
     ("planner/search.py", "ROUND_SECONDS"),  # length of one annealing round
     ("executors/kernels.py", "COMPILE_MIN_FLOPS"),  # plans below this skip numba
