@@ -109,7 +109,7 @@ def fraction_study(plan, prof, p: int) -> dict:
 def main(argv: list[str] | None = None) -> list[dict]:
     from qsimdist.hardware import load_profile
     from qsimdist.planner.distribution import compare_strategies, replay, scheduled_plan
-    from qsimdist.planner.path import SliceCosts
+    from qsimdist.planner.slicing import SliceCosts
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="../shared/data")

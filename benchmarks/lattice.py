@@ -129,7 +129,7 @@ def cotengra_slicing(net, ssa, seed: int = 0, repeats: int = 4) -> tuple[list[st
     log2 total cost as qsimdist counts it."""
     import cotengra as ctg
 
-    from qsimdist.planner.path import SliceCosts, sliced_names
+    from qsimdist.planner.slicing import SliceCosts, sliced_names
 
     inputs, output, size_dict, _ = net.symbolic()
     limit = sys.getrecursionlimit()
@@ -157,8 +157,8 @@ def search(net, short: str, seconds: float, seed: int = 0, anneal: tuple[int, in
     import cotengra as ctg
     from cotengra.pathfinders.path_simulated_annealing import simulated_anneal_tree
 
-    from qsimdist.planner.path import SliceCosts, sliced_names
     from qsimdist.planner.plan import build_plan
+    from qsimdist.planner.slicing import SliceCosts, sliced_names
 
     inputs, output, size_dict, sym = net.symbolic()
     to_sym = dict(zip(net.canonical_names(), sym))
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     """Plan each workload (or read its saved plan) and print the predicted rows."""
     from qsimdist.hardware import load_profile
     from qsimdist.planner.distribution import compare_strategies, replay, scheduled_plan
-    from qsimdist.planner.path import SliceCosts
+    from qsimdist.planner.slicing import SliceCosts
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", action="append", choices=sorted(WORKLOADS), default=None)

@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> None:
     import cotengra as ctg
     from cotengra.pathfinders.path_simulated_annealing import simulated_anneal_tree
 
-    from qsimdist.planner.path import sliced_names
     from qsimdist.planner.plan import Plan, build_plan
+    from qsimdist.planner.slicing import sliced_names
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workload")

@@ -68,7 +68,7 @@ def _wide(shots: int, as_json: bool) -> dict:
     import numpy as np
     from qiskit import QuantumCircuit
 
-    import qsimdist.planner.path as path_module
+    import qsimdist.planner.path_cache as path_cache
     from qsimdist.qiskit import SamplerV2
 
     ghz = QuantumCircuit(40)
@@ -89,7 +89,7 @@ def _wide(shots: int, as_json: bool) -> dict:
     for name, qc in (("ghz40", ghz), ("brickwork30_d4", brick)):
         with tempfile.TemporaryDirectory() as cache:
             os.environ["QSIMDIST_CACHE_DIR"] = cache
-            path_module._MEMORY_CACHE.clear()
+            path_cache._MEMORY_CACHE.clear()
             sampler = SamplerV2(seed=1)
             cold = _time(sampler, (qc,), shots)
             warm = _time(sampler, (qc,), shots)
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> dict:
     from qiskit_aer import AerSimulator
     from qiskit_aer.primitives import SamplerV2 as AerSampler
 
-    import qsimdist.planner.path as path_module
+    import qsimdist.planner.path_cache as path_cache
     from qsimdist.qiskit import SamplerV2
 
     aer_backend = AerSimulator()
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> dict:
         for rep in range(args.repeats + 1):  # the first round warms imports and is dropped
             with tempfile.TemporaryDirectory() as cache:
                 os.environ["QSIMDIST_CACHE_DIR"] = cache
-                path_module._MEMORY_CACHE.clear()
+                path_cache._MEMORY_CACHE.clear()
                 ours = SamplerV2(seed=rep)
                 cold = _time(ours, pub, args.shots)
                 warm = _time(ours, pub, args.shots)

@@ -78,7 +78,7 @@ def preferred_slicing(net, path, largest: int) -> list[str] | None:
     slicing within :data:`qsimdist.engine.echo.MAX_SLICED_INDICES` indices was found."""
     from qsimdist.engine.echo import FEW_SLICES_LOG2, greedy_slicing
     from qsimdist.errors import PlanError
-    from qsimdist.planner.path import slice_path
+    from qsimdist.planner.slicing import slice_path
 
     excess = math.log2(max(largest, 1)) - PREFER_LOG2
     if excess <= 0:

@@ -10,16 +10,16 @@ import time
 
 import pytest
 
-import qsimdist.planner.path as pathmod
+import qsimdist.planner.path_cache as cachemod
 from qsimdist import InvalidInputError, Network
 from qsimdist.cli import main
-from qsimdist.planner.path import (
+from qsimdist.planner.path import find_path
+from qsimdist.planner.path_cache import (
     DEFAULT_CACHE_MAX_BYTES,
     cache_dir,
     cache_entries,
     cache_max_bytes,
     cache_root,
-    find_path,
 )
 
 
@@ -29,8 +29,8 @@ def xdg(tmp_path, monkeypatch):
     monkeypatch.delenv("QSIMDIST_CACHE_DIR", raising=False)
     monkeypatch.delenv("QSIMDIST_CACHE_MAX_BYTES", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setattr(pathmod, "_MEMORY_CACHE", {})
-    monkeypatch.setattr(pathmod, "_WARNED", set())
+    monkeypatch.setattr(cachemod, "_MEMORY_CACHE", {})
+    monkeypatch.setattr(cachemod, "_WARNED", set())
     return tmp_path / "xdg" / "qsimdist"
 
 
@@ -52,7 +52,7 @@ def test_folder_follows_xdg_cache_home(xdg):
     assert not res.from_cache
     files = os.listdir(xdg / "paths")
     assert len(files) == 1 and files[0].endswith(".json")  # atomic: no temporary left
-    pathmod._MEMORY_CACHE.clear()
+    cachemod._MEMORY_CACHE.clear()
     assert find_path(chain(5)).from_cache  # read back from the disk
 
 
@@ -86,7 +86,7 @@ def test_writes_stay_within_the_bound_least_recently_used_first(xdg, monkeypatch
     second = [n for n in entry_names() if n != first][0]
     os.utime(cache_dir() / second, (past + 10, past + 10))
     # the first entry is used again (read from the disk): now the most recently used
-    pathmod._MEMORY_CACHE.clear()
+    cachemod._MEMORY_CACHE.clear()
     assert find_path(chain(6, 0)).from_cache
     assert len(entry_names()) == 2
     find_path(chain(6, 2))  # a third entry: over the bound, so the least recently used goes
@@ -155,9 +155,9 @@ def test_stale_temporary_files_are_cleared(xdg):
     fresh = xdg / "paths" / f".{name}.def456.tmp"
     tmp.write_text("{")
     fresh.write_text("{")
-    old = time.time() - 2 * pathmod.STALE_TEMP_SECONDS
+    old = time.time() - 2 * cachemod.STALE_TEMP_SECONDS
     os.utime(tmp, (old, old))
-    pathmod.clear_cache()
+    cachemod.clear_cache()
     assert not tmp.exists() and fresh.exists()  # another process may be writing that one
 
 
@@ -167,8 +167,8 @@ def test_unwritable_folder_still_runs(xdg, tmp_path, monkeypatch):
     monkeypatch.setenv("QSIMDIST_CACHE_DIR", str(blocker / "sub"))
     with pytest.warns(RuntimeWarning, match="cannot write the path cache"):
         assert not find_path(chain(5)).from_cache
-    assert pathmod.cache_info()["entries"] == 0
-    assert pathmod.clear_cache()["files"] == []
+    assert cachemod.cache_info()["entries"] == 0
+    assert cachemod.clear_cache()["files"] == []
 
 
 def test_cache_help(capsys):

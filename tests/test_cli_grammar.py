@@ -257,14 +257,14 @@ def test_expect_default_dtype_is_complex64_like_every_command(capsys, tmp_path):
 
 
 def test_verbose_logs_on_stderr_and_quiet_by_default(capsys, tmp_path, monkeypatch):
-    import qsimdist.planner.path as pathmod
+    import qsimdist.planner.path_cache as cachemod
 
     args = ["plan", GHZ, "-b", "0****"]
     assert main(args) == 0
     quiet = capsys.readouterr().err
     assert " INFO " not in quiet and " DEBUG " not in quiet
     monkeypatch.setenv("QSIMDIST_CACHE_DIR", str(tmp_path / "cache"))  # a search, not a hit
-    monkeypatch.setattr(pathmod, "_MEMORY_CACHE", {})
+    monkeypatch.setattr(cachemod, "_MEMORY_CACHE", {})
     assert main(["-v", *args]) == 0
     err = capsys.readouterr().err
     assert " INFO qsimdist." in err and " DEBUG " not in err

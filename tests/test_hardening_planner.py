@@ -19,7 +19,7 @@ import pytest
 
 import qsimdist
 from qsimdist import Network
-from qsimdist.planner import path as pathmod
+from qsimdist.planner import path_cache as cachemod
 from qsimdist.planner.path import PathOptions, find_path
 from qsimdist.planner.plan import build_plan, make_plan
 
@@ -58,17 +58,17 @@ def cache(tmp_path, monkeypatch):
     """A fresh, empty path cache (disk and memory) for one test."""
     folder = tmp_path / "cache"
     monkeypatch.setenv("QSIMDIST_CACHE_DIR", str(folder))
-    monkeypatch.setattr(pathmod, "_MEMORY_CACHE", {})
-    monkeypatch.setattr(pathmod, "_WARNED", set(), raising=False)
+    monkeypatch.setattr(cachemod, "_MEMORY_CACHE", {})
+    monkeypatch.setattr(cachemod, "_WARNED", set(), raising=False)
     return folder
 
 
 def _entry_file(net, options):
     """Search once to learn the cache file for (net, options), then forget it in memory."""
     res = find_path(net, options)
-    files = list(pathmod.cache_dir().glob("*.json"))
+    files = list(cachemod.cache_dir().glob("*.json"))
     assert len(files) == 1 and not res.from_cache
-    pathmod._MEMORY_CACHE.clear()
+    cachemod._MEMORY_CACHE.clear()
     return files[0], res
 
 
@@ -113,7 +113,7 @@ def test_a_bad_cache_entry_is_a_miss_warned_once_and_rewritten(cache, kind):
     # rewritten with a valid entry, which the next run takes from the cache
     entry = json.loads(cfile.read_text())
     assert _is_valid_ssa(entry["ssa_path"], net.num_tensors)
-    pathmod._MEMORY_CACHE.clear()
+    cachemod._MEMORY_CACHE.clear()
     again = find_path(net, opts)
     assert again.from_cache and again.ssa_path == res.ssa_path
     # and the plan it gives is right
@@ -129,7 +129,7 @@ def test_a_valid_sliced_entry_is_taken_from_the_cache(cache):
     target = build_plan(net, full.ssa_path).stats.max_intermediate // 4
     res = find_path(net, opts, target_size=target)
     assert res.sliced and not res.from_cache
-    pathmod._MEMORY_CACHE.clear()
+    cachemod._MEMORY_CACHE.clear()
     again = find_path(net, opts, target_size=target)
     assert again.from_cache and again.sliced == res.sliced and again.ssa_path == res.ssa_path
 
@@ -166,7 +166,7 @@ def test_an_unwritable_cache_folder_warns_once_and_runs(cache, monkeypatch):
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(pathmod, "atomic_write_text", refuse)
+    monkeypatch.setattr(cachemod, "atomic_write_text", refuse)
     opts = PathOptions(max_repeats=2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -182,8 +182,8 @@ def test_a_cache_folder_under_a_regular_file_warns_and_runs(tmp_path, monkeypatc
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     monkeypatch.setenv("QSIMDIST_CACHE_DIR", str(blocker / "sub"))
-    monkeypatch.setattr(pathmod, "_MEMORY_CACHE", {})
-    monkeypatch.setattr(pathmod, "_WARNED", set(), raising=False)
+    monkeypatch.setattr(cachemod, "_MEMORY_CACHE", {})
+    monkeypatch.setattr(cachemod, "_WARNED", set(), raising=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = qsimdist.amplitudes(GHZ, ["111111111111", "000000000000", "101010101010"])
@@ -204,7 +204,7 @@ def test_concurrent_writers_leave_a_valid_entry(cache):
     def writer():
         try:
             for _ in range(20):
-                pathmod._MEMORY_CACHE.clear()
+                cachemod._MEMORY_CACHE.clear()
                 cfile.unlink(missing_ok=True)
                 find_path(net, opts)
         except Exception as exc:  # pragma: no cover - reported below

@@ -17,7 +17,7 @@ from qsimdist import Network, PlanError
 from qsimdist.frontends import GateCircuit
 from qsimdist.frontends.circuit import Gate, LightCone
 from qsimdist.frontends.fusion import fuse_into_neighbours, fuse_single_qubit_gates
-from qsimdist.planner.path import PathOptions, find_path, slice_path
+from qsimdist.planner.path import PathOptions, find_path
 from qsimdist.planner.plan import (
     SLICE_TARGET_SHARE,
     build_plan,
@@ -25,6 +25,7 @@ from qsimdist.planner.plan import (
     make_plan,
     slice_target,
 )
+from qsimdist.planner.slicing import slice_path
 
 
 def random_circuit(seed: int, n: int = 5, n_gates: int = 30, widths=(1, 1, 2, 2, 3)):
@@ -408,7 +409,7 @@ COST_NAME = re.compile(r"(^|_)SECONDS(_|$)|_RATE$|_FLOPS$|(^|_)LATENCY$")
 NOT_PRICES = {
     ("commands/process.py", "INTERRUPT_GRACE_SECONDS"),  # how long an interrupted run may finish
     ("commands/process.py", "EXIT_HANDLER_SECONDS"),  # how long exit handlers may run
-    ("planner/path.py", "STALE_TEMP_SECONDS"),  # age after which a temp file is stale
+    ("planner/path_cache.py", "STALE_TEMP_SECONDS"),  # age after which a temp file is stale
     ("planner/search.py", "ROUND_SECONDS"),  # length of one annealing round
     ("executors/kernels.py", "COMPILE_MIN_FLOPS"),  # plans below this skip numba
 }

@@ -161,8 +161,8 @@ def test_slice_from_a_preferred_set(seed):
     exceeds the target, and the fast cost evaluator agrees with the built plan."""
     import math
 
-    from qsimdist.planner.path import SliceCosts, slice_from, slice_path
     from qsimdist.planner.plan import build_plan
+    from qsimdist.planner.slicing import SliceCosts, slice_from, slice_path
 
     net = random_network(seed, n=24, n_out=2)
     plan = make_plan(net, dtype="complex128", path_options=PathOptions(max_repeats=4))

@@ -3,7 +3,7 @@
 The cache folder is ``$QSIMDIST_CACHE_DIR``, else the platform's user cache
 folder (``$XDG_CACHE_HOME/qsimdist``, by default ``~/.cache/qsimdist``, on
 Linux); its path entries are bounded by ``$QSIMDIST_CACHE_MAX_BYTES`` (default
-256 MiB, least recently used removed first). See :mod:`qsimdist.planner.path`.
+256 MiB, least recently used removed first). See :mod:`qsimdist.planner.path_cache`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _bound_text(bound) -> str:
 @cache_app.command("info")
 def info(as_json: bool = JsonOpt) -> None:
     """Print the cache folder, its entries, their size and the bound ($QSIMDIST_CACHE_MAX_BYTES)."""
-    from ..planner.path import cache_info
+    from ..planner.path_cache import cache_info
 
     data = cache_info()
     if as_json:
@@ -49,7 +49,7 @@ def info(as_json: bool = JsonOpt) -> None:
 @cache_app.command("clear")
 def clear(as_json: bool = JsonOpt) -> None:
     """Remove qsimdist's cache entries (nothing else in the folder) and print what went."""
-    from ..planner.path import clear_cache
+    from ..planner.path_cache import clear_cache
 
     data = clear_cache()
     if as_json:

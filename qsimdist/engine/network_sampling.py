@@ -233,7 +233,7 @@ def _chain_record(circuit: GateCircuit, measured: list[int]):
     import hashlib
     import json
 
-    from ..planner.path import cache_dir
+    from ..planner.path_cache import cache_dir
 
     blob = json.dumps([circuit.n_qubits, [list(g.qubits) for g in circuit.gates], measured])
     return cache_dir().parent / "chains" / f"{hashlib.sha256(blob.encode()).hexdigest()}"

@@ -25,8 +25,9 @@ from ..hardware.costs import LocalCosts
 from ..memory_limit import out_of_memory
 from ..network import Network
 from .lifetime import Layouts, Step, lifetime_order
-from .path import PathOptions, find_path, slice_path
+from .path import PathOptions, find_path
 from .registry import get_executor, read_schedule
+from .slicing import slice_path
 
 SCHEMA = "qsimdist.plan"
 #: version 2 added meta["distribution"] (a per-step annotation, now ignored on load);

@@ -97,8 +97,8 @@ class Score:
 def score_tree(net: Network, tree: Tree, target: Target):
     """(:class:`Score`, schedule, plan) of the dp schedule for ``tree`` on ``target``."""
     from .distribution import schedule
-    from .path import SliceCosts
     from .plan import build_plan
+    from .slicing import SliceCosts
 
     plan = build_plan(net, tree.ssa_path, [], target.dtype,
                       meta=dict(net.meta, search_sliced=list(tree.sliced)))

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from ...errors import PlanError
 from ...hardware import HardwareProfile, costs
 from ..lifetime import gemm_step
-from ..path import slice_from
 from ..plan import Plan, build_plan
+from ..slicing import slice_from
 from .bits import (
     Bits,
     aligned,
