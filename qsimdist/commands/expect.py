@@ -80,8 +80,8 @@ def expect(
     labelled predicted): 'qsimdist expect c.qasm -O ZZII --cost --profile dgx-h100
     --devices 8'.
     """
+    from ..engine import parse_term
     from ..engine.expectation import ExpectationEngine, expectation_values
-    from ..engine.pauli_terms import parse_term
     from ..errors import ExecutionError
     from ..executors import bind_executor, resolve_executor
     from ..frontends import GateCircuit, load
