@@ -525,7 +525,8 @@ def test_defined_gate_matrices_are_composed_like_qiskits():
     import qiskit.qasm2 as qasm2
     from qiskit.quantum_info import Operator
 
-    from qsimdist.frontends.qiskit_circuit import _composed_matrix, from_qiskit
+    from qsimdist.frontends.qiskit_circuit import from_qiskit
+    from qsimdist.frontends.qiskit_instructions import composed_matrix
 
     text = (
         'OPENQASM 2.0; include "qelib1.inc";\n'
@@ -537,7 +538,7 @@ def test_defined_gate_matrices_are_composed_like_qiskits():
     )
     qc = qasm2.loads(text)
     for inst in qc.data:
-        m = _composed_matrix(inst.operation)
+        m = composed_matrix(inst.operation)
         ref = Operator(inst.operation).data
         assert m is not None and np.abs(m - ref).max() < 1e-12
         assert np.abs(m - np.eye(8)).max() > 0.1  # not trivially the identity

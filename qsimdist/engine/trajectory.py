@@ -57,7 +57,8 @@ from ..frontends.dynamic import (
     DynamicProgram,
     dynamic_program,
 )
-from ..frontends.qiskit_circuit import from_qiskit, permutation_pattern
+from ..frontends.qiskit_circuit import from_qiskit
+from ..frontends.qiskit_instructions import permutation_pattern
 
 #: fused gates of the segments act on at most this many qubits
 FUSION_WIDTH = 4

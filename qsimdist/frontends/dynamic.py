@@ -20,7 +20,7 @@ holds. A bit never written reads 0, as in Qiskit. A composite instruction (an
 with its global phase (a conditioned phase inside a conditional block); a gate without
 a matrix of its own inside a conditional block is expanded the same way, so that its
 small gates are conditioned rather than the whole gate (see
-:func:`~qsimdist.frontends.qiskit_circuit.expansion_of`).
+:func:`~qsimdist.frontends.qiskit_instructions.expansion_of`).
 
 The program is rendered two ways: the deferred-measurement circuit
 (:func:`qsimdist.frontends.lowering.lower_circuit`: each wire a qubit, each condition
@@ -42,7 +42,7 @@ from .classical import (
     expression_truth,
     simple_equality,
 )
-from .qiskit_circuit import expansion_of, permutation_pattern, states_operator
+from .qiskit_instructions import expansion_of, permutation_pattern, states_operator
 
 SKIPPED = ("barrier", "delay")
 #: the program's operations, ``(kind, ...)`` tuples (see :class:`DynamicProgram`)

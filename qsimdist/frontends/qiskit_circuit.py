@@ -24,7 +24,9 @@ the instruction and its position.
 
 Matrices of Qiskit's standard gates are cached per (gate class, parameters)
 within one conversion, so a file of 10^5 ``cx``/``t``/``h`` gates converts
-without 10^5 ``to_matrix`` calls.
+without 10^5 ``to_matrix`` calls. What each instruction is (its matrix, definition,
+synthesis) is read by :mod:`qsimdist.frontends.qiskit_instructions`; expansions are
+kept across conversions by :mod:`qsimdist.frontends.qiskit_expansions`.
 """
 
 from __future__ import annotations
@@ -46,201 +48,22 @@ from .operator_gates import (
     evolution_matrix,
     is_pauli_evolution,
 )
+from .qiskit_expansions import EXPANSIONS, PLACED_PER_EXPANSION, expansion_key
+from .qiskit_instructions import (
+    COMPACT_MAX_TARGETS,
+    COMPACT_MIN_QUBITS,
+    DENSE_GATE_QUBITS,
+    MAX_DEFINITION_DEPTH,
+    definition_of,
+    definition_preferred,
+    expansion_of,
+    matrix_key,
+    own_matrix,
+    permutation_pattern,
+    phase_value,
+)
 
 _SKIPPED = {"barrier", "delay"}
-#: how deep definitions may nest before the expansion gives up (a cycle, or a pathological
-#: circuit)
-MAX_DEFINITION_DEPTH = 64
-
-
-def _numeric_params(op) -> tuple | None:
-    params = []
-    for value in op.params:
-        if not isinstance(value, numbers.Number):
-            return None
-        params.append(complex(value))
-    return tuple(params)
-
-
-def _cache_key(op) -> tuple | None:
-    """A key fixing ``op``'s matrix, or ``None`` when there is none to trust:
-
-    - one of Qiskit's standard gates with numeric parameters;
-    - a gate defined by a ``gate`` statement of an OpenQASM 2 program, with numeric
-      parameters: the program's gate table (shared by every gate it parsed) and the name
-      fix the body, since OpenQASM 2 forbids redefining a name.
-    """
-    if getattr(op, "condition", None) is not None:
-        return None
-    standard = getattr(op, "_standard_gate", None)
-    if standard is not None:
-        params = _numeric_params(op)
-        return None if params is None else (standard, op.name, params)
-    table = getattr(op, "_gates", None)
-    if table is not None and type(op).__module__.startswith("qiskit.qasm2"):
-        params = _numeric_params(op)
-        return None if params is None else ("qasm2", id(table), op.name, params)
-    return None
-
-
-def _composed_matrix(op, depth: int = 0) -> np.ndarray | None:
-    """The matrix of a gate defined by other gates (an OpenQASM 2 ``gate``), composed
-    from its definition's gate matrices here, little-endian like Qiskit's.
-
-    Qiskit's route (``Operator(definition)``) costs about 3 ms per gate instance, and a
-    file whose defined gates take per-instance angles builds one per instance.
-    ``None`` where the definition holds anything but gates and barriers (the caller
-    falls back to Qiskit).
-    """
-    standard = getattr(op, "_standard_gate", None)
-    if standard is not None:
-        return np.asarray(op.to_matrix(), dtype=complex)
-    if depth > 16 or getattr(op, "_gates", None) is None:
-        return None
-    definition = op.definition
-    if definition is None:
-        return None
-    k = definition.num_qubits
-    index = {q: i for i, q in enumerate(definition.qubits)}
-    u = np.eye(1 << k, dtype=complex).reshape((2,) * (2 * k))  # axis a <-> qubit k-1-a
-    for inst in definition.data:
-        sub_op = inst.operation
-        if sub_op.name == "barrier":
-            continue
-        if inst.clbits or getattr(sub_op, "condition", None) is not None:
-            return None
-        sub = _composed_matrix(sub_op, depth + 1)
-        if sub is None:
-            return None
-        qs = [index[q] for q in inst.qubits]
-        s = len(qs)
-        # sub is little-endian over qs: its C-order axes hold qs[s-1], ..., qs[0]
-        axes = [k - 1 - q for q in reversed(qs)]
-        u = np.tensordot(sub.reshape((2,) * (2 * s)), u, axes=(list(range(s, 2 * s)), axes))
-        u = np.moveaxis(u, list(range(s)), axes)
-    phase = definition.global_phase
-    u = u.reshape(1 << k, 1 << k)
-    return u * np.exp(1j * float(phase)) if phase else u
-
-
-def definition_of(op, where: str):
-    """``op.definition`` (a ``QuantumCircuit``), or ``None`` when the instruction has none
-    (an operation such as a ``Clifford`` has no ``definition`` attribute at all).
-
-    Raises:
-        UnsupportedInstructionError: building the definition failed (naming ``where``).
-    """
-    if not hasattr(type(op), "definition"):
-        return None
-    try:
-        definition = op.definition
-    except Exception as exc:  # noqa: BLE001 - a synthesis that fails for these parameters
-        raise UnsupportedInstructionError(
-            f"instruction {where} has no usable definition ({shorten(str(exc), 200)})"
-        ) from None
-    if definition is None or not hasattr(definition, "data"):
-        return None
-    return definition
-
-
-#: what Qiskit's synthesis may leave in the circuit it makes for an operation without a
-#: definition: the standard gates, matrices, and what the conversion handles itself
-_SYNTHESIS_KEEPS = ("unitary", "measure", "reset", "barrier", "delay")
-
-
-def synthesized(op) -> tuple[object | None, str]:
-    """``(circuit, "")``: Qiskit's own synthesis of ``op`` (``HighLevelSynthesis`` into the
-    standard gates, on ``op``'s own qubits, none assumed ``|0>``, no ancilla), or
-    ``(None, why)`` where Qiskit cannot synthesize it so."""
-    from qiskit import QuantumCircuit
-    from qiskit.circuit.library.standard_gates import get_standard_gate_name_mapping
-    from qiskit.transpiler.passes import HighLevelSynthesis
-
-    try:
-        qc = QuantumCircuit(op.num_qubits, op.num_clbits)
-        qc.append(op, qc.qubits, qc.clbits)
-        basis = sorted({*get_standard_gate_name_mapping(), *_SYNTHESIS_KEEPS})
-        out = HighLevelSynthesis(basis_gates=basis, qubits_initially_zero=False)(qc)
-    except Exception as exc:  # noqa: BLE001 - whatever Qiskit's synthesis refuses
-        return None, shorten(" ".join(str(exc).split()), 200)
-    if out.num_qubits != op.num_qubits or any(i.operation is op for i in out.data):
-        return None, "the synthesis needs more qubits or leaves the operation as it is"
-    return out, ""
-
-
-def expansion_of(op, where: str) -> tuple[object | None, str]:
-    """``(circuit, "")``: ``op``'s definition or, where it has none, Qiskit's synthesis of
-    it (:func:`synthesized`); ``(None, note)`` where neither exists, ``note`` saying why
-    for the caller's message.
-
-    Raises:
-        UnsupportedInstructionError: building the definition failed (naming ``where``).
-    """
-    definition = definition_of(op, where)
-    if definition is not None:
-        return definition, ""
-    circuit, why = synthesized(op)
-    if circuit is None:
-        return None, f" (and Qiskit cannot synthesize it: {why})"
-    return circuit, ""
-
-
-def permutation_pattern(op) -> list[int] | None:
-    """The pattern of a ``PermutationGate`` (position ``k`` receives qubit ``pattern[k]``),
-    or ``None`` for any other operation."""
-    if op.name != "permutation" or not hasattr(op, "pattern"):
-        return None
-    from qiskit.circuit.library import PermutationGate
-
-    if not isinstance(op, PermutationGate):
-        return None
-    return [int(p) for p in op.pattern]
-
-
-#: gates on more qubits than this are expanded through their definitions even where they
-#: state a matrix (a 12-qubit ``QFTGate``'s matrix has 2^24 entries, its definition 84
-#: gates); matrix gates (``UnitaryGate`` and gates controlling one), whose definitions
-#: are costly syntheses, keep their matrices up to ``MAX_GATE_QUBITS``
-DENSE_GATE_QUBITS = 6
-#: multi-controlled gates on at least this many qubits also get a compact form for the
-#: statevector route (:class:`~qsimdist.frontends.circuit.ControlledGate`: one pass over
-#: the amplitudes their controls select); narrower ones fuse with their neighbours
-COMPACT_MIN_QUBITS = 5
-#: ... whose base gate acts on at most this many qubits
-COMPACT_MAX_TARGETS = 2
-
-
-def states_operator(op) -> bool:
-    """Whether the conversion may take ``op`` whole, as an operator of its own, rather than
-    through its definition: a gate stating its matrix (``__array__``), or a
-    ``PauliEvolutionGate`` on at most
-    :data:`~qsimdist.frontends.operator_gates.OPERATOR_GATE_QUBITS` qubits (its operator
-    ``e^{-iHt}``, where the definition is a product formula). The lowering of dynamic
-    circuits asks this before controlling a gate by a classical condition: such a gate is
-    controlled whole (``gate.control()``), any other through its definition's gates."""
-    if hasattr(type(op), "__array__"):
-        return True
-    return is_pauli_evolution(op) and op.num_qubits <= OPERATOR_GATE_QUBITS
-
-
-def _definition_preferred(op) -> bool:
-    """Whether a wide gate is better expanded than taken as its matrix: anything but a
-    matrix gate, a Hamiltonian gate or a gate controlling one."""
-    base = getattr(op, "base_gate", None)
-    names = {op.name, getattr(base, "name", None)}
-    return not names.intersection({"unitary", "hamiltonian"})
-
-
-def _own_matrix(op) -> np.ndarray | None:
-    """The matrix an instruction states itself (standard, OpenQASM 2 and matrix gates), or
-    ``None`` where it would have to be built from the definition."""
-    try:
-        matrix = _composed_matrix(op)
-        if matrix is None and hasattr(type(op), "__array__"):
-            matrix = op.to_matrix()
-    except Exception:  # noqa: BLE001 - some gates only define a decomposition
-        return None
-    return None if matrix is None else np.asarray(matrix, dtype=complex)
 
 
 class _Conversion:
@@ -281,10 +104,10 @@ class _Conversion:
         if base is None or base.num_qubits > COMPACT_MAX_TARGETS or \
                 base.num_qubits + op.num_ctrl_qubits != op.num_qubits:
             return None
-        key = _cache_key(base)
+        key = matrix_key(base)
         matrix = self.matrices.get(key) if key is not None else None
         if matrix is None:
-            matrix = _own_matrix(base)
+            matrix = own_matrix(base)
             if matrix is None or not np.isfinite(matrix).all():
                 return None
             if key is not None:
@@ -351,7 +174,7 @@ class _Conversion:
         if op.name == "reset" and not inside and not touched.intersection(qubits) and (
                 not inst.clbits and getattr(op, "condition", None) is None):
             return  # a fresh qubit is already |0>: the reset is the identity
-        key = _cache_key(op) if not inst.clbits and not measured.intersection(qubits) else None
+        key = matrix_key(op) if not inst.clbits and not measured.intersection(qubits) else None
         cached = matrices.get(key) if key is not None else None
         if cached is not None:
             gc.gates.append(IRGate(cached, tuple(reversed(qubits)), op.name))
@@ -414,14 +237,14 @@ class _Conversion:
         if is_pauli_evolution(op) and self.evolution(op, qubits, logical, where):
             return
         wide = len(qubits) > MAX_GATE_QUBITS
-        if not wide and len(qubits) > DENSE_GATE_QUBITS and _definition_preferred(op):
+        if not wide and len(qubits) > DENSE_GATE_QUBITS and definition_preferred(op):
             # a library gate on many qubits (QFTGate, MCXGate): its few gates fuse and
             # run faster than its 4^k-entry matrix is even built
             definition = definition_of(op, where)
             if definition is not None:
                 self.expand(definition, logical, where, depth, op)
                 return
-        matrix = None if wide else _own_matrix(op)
+        matrix = None if wide else own_matrix(op)
         if matrix is None:
             definition, why = (None, "") if op.name == "unitary" else expansion_of(op, where)
             if definition is not None:
@@ -570,145 +393,8 @@ class _Conversion:
                 f"instruction {where} has a definition on {definition.num_qubits} qubits, "
                 f"not {len(qubits)}"
             )
-        self.gc.global_phase += _phase_value(definition.global_phase, where)
+        self.gc.global_phase += phase_value(definition.global_phase, where)
         self.add(definition, qubits, f" inside {where}", depth + 1)
-
-
-class ExpansionCache:
-    """Expanded composite and library gates (their IR gates on local qubits ``0..k-1``,
-    the definition's global phase, and where a permutation inside leaves each qubit),
-    by :func:`expansion_key`, least recently used dropped past :attr:`max_gates` gates.
-
-    ``built`` and ``reused`` count the expansions made and taken from here."""
-
-    def __init__(self, max_gates: int = 2_000_000) -> None:
-        from collections import OrderedDict
-
-        self.max_gates = max_gates
-        self.entries: OrderedDict[tuple, tuple] = OrderedDict()
-        self.gates = 0
-        self.built = 0
-        self.reused = 0
-
-    def get(self, key: tuple) -> tuple | None:
-        found = self.entries.get(key)
-        if found is not None:
-            self.entries.move_to_end(key)
-        return found
-
-    def put(self, key: tuple, gates: list, phase: float, wire: list[int] | None,
-            marks: list | tuple = ()) -> tuple:
-        self.built += 1
-        entry = (tuple(gates), phase, None if wire is None else list(wire), tuple(marks), {})
-        if len(gates) <= self.max_gates:
-            self.entries[key] = entry
-            self.gates += len(gates)
-            while self.gates > self.max_gates:
-                _, (old, *_) = self.entries.popitem(last=False)
-                self.gates -= len(old)
-        return entry
-
-    def clear(self) -> None:
-        self.entries.clear()
-        self.gates = self.built = self.reused = 0
-
-
-#: placements (the expansion's gates on given wires) kept per cached expansion
-PLACED_PER_EXPANSION = 16
-
-#: the process's cache of expansions (see :meth:`_Conversion.splice`)
-EXPANSIONS = ExpansionCache()
-
-#: library classes whose definition is fixed by their class, name, width, parameters and
-#: control state (nothing else given to their constructors changes it)
-_KEYED_CLASSES = frozenset({
-    "QFTGate", "MCXGate", "MCXGrayCode", "MCXRecursive", "MCXVChain", "C3XGate",
-    "C3SXGate", "C4XGate", "RCCXGate", "RC3XGate", "MCPhaseGate", "MCU1Gate",
-    "PermutationGate", "UnitaryGate", "DiagonalGate", "FullAdderGate", "HalfAdderGate",
-    "ModularAdderGate", "MultiplierGate", "ControlledGate",
-})
-_PARAM_BYTES = 1 << 16
-
-
-def _param_key(value):
-    if isinstance(value, numbers.Number):
-        return complex(value)
-    if isinstance(value, np.ndarray) and value.nbytes <= _PARAM_BYTES:
-        return (value.shape, str(value.dtype), value.tobytes())
-    if isinstance(value, (list, tuple)) and len(value) <= 4096:
-        inner = [_param_key(v) for v in value]
-        return None if any(v is None for v in inner) else tuple(inner)
-    return None
-
-
-def expansion_key(op, depth: int = 0) -> tuple | None:
-    """A hashable key fixing what ``op`` expands into, or ``None`` where there is none to
-    trust: a standard gate or a listed library gate (:data:`_KEYED_CLASSES`) by its
-    parameters; a gate or instruction made from a circuit (``to_gate``, ``append`` of a
-    circuit, an OpenQASM ``gate``) by its definition's instructions, recursively; a
-    controlled gate by its base gate's key as well. Cheap next to the expansion: it reads
-    definitions already built and builds none."""
-    from qiskit.circuit import Gate, Instruction
-
-    if depth > MAX_DEFINITION_DEPTH or getattr(op, "condition", None) is not None:
-        return None
-    params = tuple(_param_key(v) for v in getattr(op, "params", ()))
-    if any(v is None for v in params):
-        return None
-    standard = getattr(op, "_standard_gate", None)
-    if standard is not None:
-        return ("standard", standard, op.name, params)
-    cls = type(op)
-    head = (cls.__name__, op.name, op.num_qubits, op.num_clbits, params)
-    if cls.__name__ in _KEYED_CLASSES and cls.__module__.startswith("qiskit."):
-        base = getattr(op, "base_gate", None)
-        if base is None:
-            return ("library", *head)
-        base_key = expansion_key(base, depth + 1)
-        if base_key is None:
-            return None
-        return ("controlled", *head, op.num_ctrl_qubits, op.ctrl_state, base_key)
-    if cls in (Gate, Instruction) or cls.__module__.startswith("qiskit.qasm2"):
-        definition = getattr(op, "_definition", None)
-        if definition is None:
-            return None
-        body = definition_fingerprint(definition, depth + 1)
-        return None if body is None else ("defined", *head, body)
-    return None
-
-
-def definition_fingerprint(circuit, depth: int = 0) -> tuple | None:
-    """The instructions of a definition (each one's :func:`expansion_key`, qubit and clbit
-    positions) and its global phase; ``None`` where one has no key."""
-    try:
-        phase = float(circuit.global_phase)
-    except (TypeError, ValueError):
-        return None
-    qubit = {q: i for i, q in enumerate(circuit.qubits)}
-    clbit = {c: i for i, c in enumerate(circuit.clbits)}
-    items = []
-    for inst in circuit.data:
-        key = expansion_key(inst.operation, depth)
-        if key is None:
-            return None
-        items.append((key, tuple(qubit[q] for q in inst.qubits),
-                      tuple(clbit[c] for c in inst.clbits)))
-    return (phase, circuit.num_qubits, tuple(items))
-
-
-def _phase_value(phase, where: str) -> float:
-    try:
-        value = float(phase)
-    except (TypeError, ValueError):
-        raise UnsupportedInstructionError(
-            f"instruction {where} has an unbound global phase {shorten(str(phase))}; bind "
-            "its parameters first"
-        ) from None
-    if not math.isfinite(value):
-        raise InvalidInputError(
-            f"instruction {where} has the global phase {value}; it must be a finite number"
-        )
-    return value
 
 
 def from_qiskit(qc) -> GateCircuit:  # qc: qiskit.QuantumCircuit
