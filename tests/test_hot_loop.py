@@ -22,12 +22,8 @@ import qsimdist.qiskit.estimator as estimator_module
 import qsimdist.qiskit.templates as templates_module
 from qsimdist.engine.binding_sweep import SweepPlan, terms_on_states
 from qsimdist.engine.pauli_terms import parse_term
-from qsimdist.frontends.parametric import (
-    matrix_model,
-    numeric_matrix,
-    parametric_from_qiskit,
-    same_circuit,
-)
+from qsimdist.frontends.gate_models import matrix_model, numeric_matrix
+from qsimdist.frontends.parametric import parametric_from_qiskit, same_circuit
 from qsimdist.frontends.qiskit_circuit import from_qiskit
 from qsimdist.qiskit import EstimatorV2, SamplerV2
 
