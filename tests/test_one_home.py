@@ -16,7 +16,7 @@ from scipy.stats import unitary_group
 from qsimdist import Network, PlanError
 from qsimdist.frontends import GateCircuit
 from qsimdist.frontends.circuit import Gate, LightCone
-from qsimdist.frontends.fusion import fuse_into_neighbours, fuse_single_qubit_gates
+from qsimdist.frontends.one_qubit_fusion import fuse_into_neighbours, fuse_single_qubit_gates
 from qsimdist.planner.path import PathOptions, find_path
 from qsimdist.planner.plan import (
     SLICE_TARGET_SHARE,

@@ -30,7 +30,7 @@ from qsimdist.engine.expectation import ExpectationEngine, expectation_values
 from qsimdist.engine.pauli_terms import parse_term
 from qsimdist.errors import InvalidInputError, UnsupportedInstructionError
 from qsimdist.frontends import GateCircuit, load
-from qsimdist.frontends.fusion import fuse_into_neighbours
+from qsimdist.frontends.one_qubit_fusion import fuse_into_neighbours
 from qsimdist.qiskit import EstimatorV2
 
 TOL = 1e-6

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..frontends.circuit import Gate, GateCircuit
-from ..frontends.fusion import apply_one_qubit, matrix_over
+from ..frontends.one_qubit_fusion import apply_one_qubit, matrix_over
 from ..network import Network
 
 #: a one-qubit operator is diagonal in this sense (``I`` is never part of a term)
@@ -60,7 +60,7 @@ def has_diagonal_entanglers(circuit: GateCircuit) -> bool:
 def fuse_keeping_diagonals(circuit: GateCircuit) -> GateCircuit:
     """An equal circuit with one-qubit gates folded into their neighbours, diagonals kept.
 
-    Like :func:`~qsimdist.frontends.fusion.fuse_into_neighbours`, a run of
+    Like :func:`~qsimdist.frontends.one_qubit_fusion.fuse_into_neighbours`, a run of
     one-qubit gates joins the next multi-qubit gate on its qubit (after the last
     one, the previous), but never a diagonal multi-qubit gate unless the run is
     diagonal too: there it stays a one-qubit gate, so the diagonal gate remains

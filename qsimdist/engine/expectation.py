@@ -27,7 +27,7 @@ import numpy as np
 from ..config import check_dtype
 from ..errors import InvalidInputError
 from ..frontends import GateCircuit, load
-from ..frontends.fusion import fuse_into_neighbours
+from ..frontends.one_qubit_fusion import fuse_into_neighbours
 from ..hardware import costs
 from ..network import Network
 from ..planner.path import PathOptions
@@ -80,7 +80,7 @@ class ExpectationEngine:
         profile: hardware profile for ``executor="mpi"`` (default ``local-cpu``).
         comm: MPI communicator (default ``MPI.COMM_WORLD``).
         fuse: fold one-qubit gates into their neighbours first
-            (:func:`~qsimdist.frontends.fusion.fuse_into_neighbours`).
+            (:func:`~qsimdist.frontends.one_qubit_fusion.fuse_into_neighbours`).
         method: ``auto``, ``statevector``, ``doubled``, ``state`` (see above) or
             ``stabilizer``: a Clifford circuit's terms read exactly off stim's tableau
             (:mod:`qsimdist.engine.stabilizer`), which ``auto`` takes where predicted

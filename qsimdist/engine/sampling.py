@@ -54,7 +54,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..frontends import GateCircuit
-from ..frontends.fusion import fuse_single_qubit_gates
+from ..frontends.one_qubit_fusion import fuse_single_qubit_gates
 from ..hardware import costs
 from .contractor import Contractor
 from .network_sampling import (
