@@ -102,7 +102,7 @@ def test_tiny_memory_limit_slices_and_gives_the_same_value():
     labels = [label(TERMS[1], N)]
     free = ExpectationEngine(method="doubled", memory_limit="none")
     ref = expectation_values(qc, labels, engine=free)
-    tight = ExpectationEngine(method="doubled", memory_limit="12KiB")
+    tight = ExpectationEngine(method="doubled", memory_limit="6KiB")
     got = expectation_values(qc, labels, engine=tight)
     assert free.stats.slices == 1 < tight.stats.slices
     np.testing.assert_allclose(got, ref, atol=1e-10, rtol=0)

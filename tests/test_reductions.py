@@ -128,6 +128,61 @@ def test_splits_low_rank_tensors():
     np.testing.assert_allclose(contract(out), contract(net), atol=1e-12)
 
 
+
+def ising_factor_net(n_vars, n_factors, seed, output=()):
+    """A random pairwise factor graph: 2x2 complex factors on pairs of size-2 variables (the
+    shape of a doubled kicked-Ising network after ``D``: diagonal gates on hyper-indices)."""
+    rng = np.random.default_rng(seed)
+    tensors, pairs = [], set()
+    while len(tensors) < n_factors:
+        a, b = sorted(rng.choice(n_vars, 2, replace=False))
+        if (a, b) in pairs:
+            continue
+        pairs.add((a, b))
+        tensors.append(((f"v{a}", f"v{b}"), rng.normal(size=(2, 2)) + 1j * rng.normal(size=(2, 2))))
+    used = {i for inds, _ in tensors for i in inds}
+    return net_of(tensors, output=tuple(o for o in output if o in used))
+
+
+def test_eliminate_sums_low_degree_hyper_indices_out():
+    # a variable on three factors: summed out into one 3-index tensor (8 entries)
+    rng = np.random.default_rng(6)
+    m = [rng.normal(size=(2, 2)) for _ in range(5)]
+    net = net_of([(("v", "a"), m[0]), (("v", "b"), m[1]), (("v", "c"), m[2]),
+                  (("a", "b"), m[3]), (("b", "c"), m[4])], output=("a",))
+    out = reduce_network(net, "E")
+    assert "v" not in out.size_dict and "a" in out.size_dict
+    assert all(np.size(a) <= 32 for a in out.arrays)
+    np.testing.assert_allclose(contract(out), contract(net), atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_eliminate_keeps_the_value_and_bounds_what_it_makes(seed):
+    from qsimdist.planner.reductions import MAX_ELIMINATED_SIZE
+
+    net = ising_factor_net(40, 90, seed, output=("v0",))
+    out = simplify(net, "ADCRSE", skip_cheap=False)
+    plain = simplify(net, "ADCRS", skip_cheap=False)
+    assert out.num_tensors < plain.num_tensors
+    assert max(np.size(a) for a in out.arrays) <= max(
+        MAX_ELIMINATED_SIZE, max(np.size(a) for a in plain.arrays))
+    assert out.output == net.output
+    np.testing.assert_allclose(contract(out), contract(net), rtol=1e-9, atol=1e-12)
+
+
+def test_eliminate_runs_last_wherever_it_stands():
+    net = ising_factor_net(30, 60, seed=9)
+    assert simplify(net, "EADCRS", skip_cheap=False).inputs == simplify(
+        net, "ADCRSE", skip_cheap=False).inputs
+
+
+def test_eliminate_after_quimbs_letters():
+    pytest.importorskip("quimb.tensor", reason="the L letter is quimb's")
+    net = ising_factor_net(30, 60, seed=10)
+    out = simplify(net, "ADCRSLE", skip_cheap=False)
+    np.testing.assert_allclose(contract(out), contract(net), rtol=1e-9, atol=1e-12)
+
+
 # ---------------------------------------------------------------------- invariants
 def test_output_indices_survive_every_pass():
     net = net_of([(("a",), ZERO), (("a", "b"), np.eye(2)), (("b", "c"), np.diag([1, 2]))],
@@ -247,7 +302,7 @@ def test_quimbs_other_letters_still_go_to_quimb():
 
 def test_unknown_letters_are_refused_in_one_line():
     net = random_circuit_net(4, 2, seed=0)
-    with pytest.raises(InvalidInputError, match=r"unknown simplification letters 'XZ'.*valid"):
+    with pytest.raises(InvalidInputError, match=r"unknown simplification letters 'XZ'.*valid: A D C R S E"):
         simplify(net, "ADXZ", skip_cheap=False)
 
 

@@ -34,22 +34,10 @@ import numpy as np
 from ..frontends.circuit import Gate, GateCircuit
 from ..frontends.one_qubit_fusion import apply_one_qubit, matrix_over
 from ..network import Network
+from ..network.matrices import is_diagonal
 
 #: a one-qubit operator is diagonal in this sense (``I`` is never part of a term)
 DIAGONAL_OPS = frozenset("IZ01")
-
-
-_OFF_DIAGONAL: dict[int, np.ndarray] = {}  # dimension -> mask of the entries off the diagonal
-
-
-def is_diagonal(matrix: np.ndarray, atol: float = 0.0) -> bool:
-    """Whether ``matrix`` has no entry off its diagonal larger than ``atol``."""
-    m = np.asarray(matrix)
-    mask = _OFF_DIAGONAL.get(m.shape[0])
-    if mask is None:
-        mask = _OFF_DIAGONAL[m.shape[0]] = ~np.eye(m.shape[0], dtype=bool)
-    off = m[mask]
-    return not off.size or float(np.max(np.abs(off))) <= atol
 
 
 def has_diagonal_entanglers(circuit: GateCircuit) -> bool:
@@ -249,7 +237,7 @@ def canonical_names(net: Network) -> Network:
 
 #: the simplification sequence for doubled networks (quimb's letters; the sequence
 #: quimb's own ``Circuit.local_expectation`` uses)
-SIMPLIFY_SEQUENCE = "ADCRS"
+SIMPLIFY_SEQUENCE = "ADCRSE"
 
 
 @dataclass(frozen=True)
@@ -296,5 +284,4 @@ __all__ = [
     "doubled_structure",
     "fuse_keeping_diagonals",
     "has_diagonal_entanglers",
-    "is_diagonal",
 ]

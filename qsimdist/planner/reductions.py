@@ -16,6 +16,12 @@ and its hyper-indices):
   set aside into one factor.
 - ``S`` (split): a tensor whose matrix across some bipartition of its indices has low
   rank is split in two by an SVD where both parts are smaller than it.
+- ``E`` (eliminate; qsimdist's own letter, not quimb's): an index is summed out of all
+  its tensors at once where the one tensor left has at most
+  :data:`MAX_ELIMINATED_SIZE` entries, smallest first. On networks of small tensors that
+  share hyper-indices (the doubled kicked-Ising networks are 2x2 diagonal factors on
+  qubit lines) this is variable elimination of the low-degree variables: the path search
+  then sees a network a third the size, and finds cheaper paths sooner.
 
 The letters run in the order given, again and again, until a round changes neither the
 number of tensors nor the number of indices. Output indices are never removed or
@@ -37,13 +43,16 @@ import numpy as np
 from ..network import Network
 
 #: the letters this module implements
-LETTERS = frozenset("ADCRS")
+LETTERS = frozenset("ADCRSE")
 #: tensors with more indices are not tried for a split (2^(n-1) bipartitions each)
 MAX_SPLIT_INDICES = 10
 #: of a hyper-index on more tensors, only pairs among this many of the smallest are tried
 MAX_PAIR_HOLDERS = 32
 #: tensors with more entries are not scanned for columns, diagonals or splits
 MAX_SCAN_SIZE = 1 << 16
+#: ``E`` sums an index out of its tensors only where the tensor left has at most this many
+#: entries (5 indices of size 2): small enough that no contraction's width is forced up
+MAX_ELIMINATED_SIZE = 32
 
 
 class _Work:
@@ -295,6 +304,42 @@ class _Work:
             self.add((bond,) + tuple(inds[a] for a in right),
                      (root[:, None] * vh[:r]).reshape((r,) + tuple(arr.shape[a] for a in right)))
 
+    def _left_after(self, ix: str) -> tuple[str, ...] | None:
+        """The indices of the one tensor left when ``ix`` is summed out of all its tensors
+        (with any other index found only on them), if it has at most
+        :data:`MAX_ELIMINATED_SIZE` entries; else ``None``."""
+        holders = self.where.get(ix)
+        if not holders or ix in self.protected or len(holders) > MAX_PAIR_HOLDERS:
+            return None
+        inside: dict[str, int] = {}
+        for t in holders:
+            for j in self.index_sets[t]:
+                inside[j] = inside.get(j, 0) + 1
+        left = tuple(sorted((j for j, k in inside.items() if j != ix and k < self.count(j)),
+                            key=self.first_seen.__getitem__))
+        size = 1
+        for j in left:
+            size *= self.sizes[j]
+            if size > MAX_ELIMINATED_SIZE:
+                return None
+        return left
+
+    def eliminate(self) -> None:
+        """``E``: each index whose elimination leaves a tensor of at most
+        :data:`MAX_ELIMINATED_SIZE` entries is summed out, the smallest result first (ties
+        by first appearance, so every rank simplifies alike)."""
+        found = []
+        for ix in self.where:
+            left = self._left_after(ix)
+            if left is not None:
+                found.append((len(left), self.first_seen[ix], ix))
+        for _, _, ix in sorted(found):
+            left = self._left_after(ix)  # earlier eliminations may have changed it
+            if left is None:
+                continue
+            parts = [self.pop(t) for t in sorted(self.where[ix])]
+            self.add(left, _join(parts, left))
+
     # ------------------------------------------------------------------ result
     def network(self, meta: dict) -> Network:
         if self.zero:
@@ -325,6 +370,15 @@ def _pair(ia, xa, ib, xb, out) -> np.ndarray:
     names = {ix: n for n, ix in enumerate(dict.fromkeys(ia + ib))}
     return np.einsum(xa, [names[i] for i in ia], xb, [names[i] for i in ib],
                      [names[i] for i in out], optimize=False)
+
+
+def _join(parts, out) -> np.ndarray:
+    """The contraction of several tensors ``(inds, array)`` onto the indices ``out``."""
+    names = {ix: n for n, ix in enumerate(dict.fromkeys(i for inds, _ in parts for i in inds))}
+    operands = []
+    for inds, arr in parts:
+        operands += [arr, [names[i] for i in inds]]
+    return np.einsum(*operands, [names[i] for i in out], optimize=len(parts) > 2)
 
 
 def _diagonal_pair(inds, arr, atol, anti, protected, flipped):
@@ -360,7 +414,7 @@ def reduce_network(net: Network, seq: str = "ADCRS", atol: float = 1e-12) -> Net
     """``net`` after the ``seq`` passes (module docstring), repeated until nothing changes."""
     work = _Work(net, atol)
     passes = {"A": lambda: work.diagonals(anti=True), "D": work.diagonals,
-              "C": work.columns, "R": work.rank, "S": work.splits}
+              "C": work.columns, "R": work.rank, "S": work.splits, "E": work.eliminate}
     # size-1 indices carry nothing: fixed at their one value first
     for ix in [i for i, s in work.sizes.items() if s == 1 and i not in work.protected]:
         work.fix(ix, 0)

@@ -2,10 +2,16 @@
 
 ``seq`` letters are quimb's: A (antidiagonal), D (diagonal: turns diagonal
 gates into hyper-indices), C (column), R (rank), S (split), and quimb's
-others (L loop, G gauge, P pair-reduce, i isolated). Output indices are
-protected; hyper-indices created by D survive to the plan.
+others (L loop, G gauge, P pair-reduce, i isolated), and qsimdist's own E
+(eliminate: a hyper-index summed out of its tensors where what is left is
+tiny; :mod:`qsimdist.planner.reductions`). ``E`` runs last, wherever it stands
+in ``seq``, once the other letters have settled, until it finds nothing more:
+a rank pass after it would merge the small tensors it leaves into wider ones,
+which made paths on the doubled kicked-Ising networks cheaper to find but
+dearer to run. Output indices are protected;
+hyper-indices created by D survive to the plan.
 
-A sequence of the letters ``A D C R S`` (the default, ``ADCRS``) runs on
+A sequence of the letters ``A D C R S E`` (the default is ``ADCRS``) runs on
 qsimdist's own passes (:mod:`qsimdist.planner.reductions`), which need no
 quimb: importing ``quimb.tensor`` and loading its compiled kernels cost about a
 second in each fresh process, and on a fresh machine its numba compilation took
@@ -27,7 +33,7 @@ from ..network import Network
 from .reductions import LETTERS, reduce_network
 
 DEFAULT_SEQUENCE = "ADCRS"
-_VALID = set("ADCRSLGPi")
+_VALID = set("ADCRSELGPi")
 #: a network whose greedy contraction needs at most this many multiply-adds ...
 CHEAP_COST = 1e7
 #: ... with no intermediate over this many elements is not worth simplifying
@@ -77,7 +83,7 @@ def simplify(net: Network, seq: str = DEFAULT_SEQUENCE, atol: float = 1e-12,
     bad = sorted(set(seq) - _VALID)
     if bad:
         raise InvalidInputError(
-            f"unknown simplification letters {''.join(bad)!r}; valid: A D C R S "
+            f"unknown simplification letters {''.join(bad)!r}; valid: A D C R S E "
             "(qsimdist's own), L G P i (quimb's)"
         )
     if net.arrays is None:
@@ -87,6 +93,9 @@ def simplify(net: Network, seq: str = DEFAULT_SEQUENCE, atol: float = 1e-12,
     if engine not in ("qsimdist", "quimb"):
         raise InvalidInputError(f"unknown simplification engine {engine!r}; valid: qsimdist, "
                                 "quimb")
+    if "E" in seq:  # last, once the others have settled (module docstring)
+        net = simplify(net, seq.replace("E", ""), atol, False, engine)
+        return reduce_network(net, "E", atol)
     if engine == "qsimdist" and set(seq) <= LETTERS:
         return reduce_network(net, seq, atol)
     import quimb.tensor as qtn
