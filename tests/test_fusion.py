@@ -16,9 +16,9 @@ from qsimdist.frontends.fusion import (
     diagonal_flags,
     fuse,
     fusion_blocks,
-    is_diagonal,
     predict_statevector,
 )
+from qsimdist.network.matrices import is_diagonal
 
 
 def _to_qiskit(gc) -> QuantumCircuit:
@@ -222,8 +222,9 @@ def test_axis_tracking_statevector_every_branch(seed, monkeypatch):
 
 def _random_gate_circuit(n: int, n_gates: int, seed: int, max_width: int = 5):
     """A GateCircuit of random dense gates (1..max_width qubits) and diagonal phases."""
-    from qsimdist.frontends.circuit import Gate, GateCircuit
     from qiskit.quantum_info import random_unitary
+
+    from qsimdist.frontends.circuit import Gate, GateCircuit
 
     rng = np.random.default_rng(seed)
     gates = []

@@ -293,6 +293,51 @@ def test_fuse_into_neighbours_structure_ignores_the_matrices():
             == [g.qubits for g in fuse_into_neighbours(b).gates])
 
 
+# -------------------------------------------------------------------- is_diagonal
+#: names a module would give its own diagonal test of a matrix
+DIAGONAL_TEST_NAMES = {"is_diagonal", "_is_diagonal"}
+
+
+def _diagonal_tests(root: Path) -> list[str]:
+    """``path:line`` of every function under ``root`` named like a diagonal test of a
+    matrix (at any level: nested and methods too)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and node.name in DIAGONAL_TEST_NAMES):
+                found.append(f"{path.relative_to(root).as_posix()}:{node.lineno}")
+    return found
+
+
+def test_is_diagonal_has_one_home():
+    """One ``is_diagonal`` (qsimdist/network/matrices.py, with its tolerance) serves fusion,
+    the statevector kernels and the doubled route (issue 53: it was written three times)."""
+    import qsimdist
+    from qsimdist.engine import doubled, echo
+    from qsimdist.executors import statevector
+    from qsimdist.frontends import fusion
+    from qsimdist.network import matrices
+
+    root = Path(qsimdist.__file__).parent
+    homes = _diagonal_tests(root)
+    assert [h.rsplit(":", 1)[0] for h in homes] == ["network/matrices.py"], homes
+    for module in (fusion, statevector, doubled, echo):
+        assert module.is_diagonal is matrices.is_diagonal, module.__name__  # imported
+    assert matrices.is_diagonal(np.diag([1, 1j]))
+    assert not matrices.is_diagonal(np.array([[1, 1e-300], [0, 1]]))  # exactly, by default
+    assert matrices.is_diagonal(np.array([[1, 1e-13], [0, 1]]), atol=1e-12)
+    assert not matrices.is_diagonal(np.array([[1, np.nan], [0, 1]]), atol=1.0)
+
+
+def test_the_diagonal_scan_catches_a_second_home(tmp_path):
+    (tmp_path / "a.py").write_text("def is_diagonal(m):\n    return True\n")
+    (tmp_path / "b.py").write_text("class K:\n    def _is_diagonal(self, m):\n"
+                                   "        return True\n")
+    (tmp_path / "c.py").write_text("def is_diagonal_term(t):\n    return True\n")
+    assert _diagonal_tests(tmp_path) == ["a.py:1", "b.py:2"]
+
+
 # ------------------------------------------------------------------- fit to memory
 def old_fit_loop(net, ssa, memory_limit, dtype, sliced=()):
     """The loop make_plan and the decoder each held before (issue 23), verbatim in effect."""

@@ -56,7 +56,8 @@ from ..errors import InvalidInputError, shorten
 from ..frontends import load
 from ..frontends.circuit import Gate, GateCircuit
 from ..network import Network
-from .doubled import diagonal_light_cone, fuse_keeping_diagonals, is_diagonal
+from ..network.matrices import is_diagonal
+from .doubled import diagonal_light_cone, fuse_keeping_diagonals
 
 #: the one-qubit Pauli matrices an observable may hold
 PAULIS: dict[str, np.ndarray] = {

@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..network.matrices import is_diagonal
 
 #: states the run holds: the state and one buffer of the same size it alternates with
 WORKSPACE_STATES = 2
@@ -78,10 +79,6 @@ def statevector_bytes(n_qubits: int, dtype: str) -> int:
     run = run_dtype(n_qubits, dtype)
     cast = (1 << n_qubits) * np.dtype(dtype).itemsize if run != str(np.dtype(dtype)) else 0
     return WORKSPACE_STATES * (1 << n_qubits) * np.dtype(run).itemsize + cast
-
-
-def _is_diagonal(matrix: np.ndarray) -> bool:
-    return not np.any(matrix[~np.eye(matrix.shape[0], dtype=bool)])
 
 
 #: state-sized buffers from this many bytes up to PREFAULTED_MAX_BYTES come from one
@@ -482,7 +479,7 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
                 entry = cast.get(("target", id(g.target)))
                 if entry is None:
                     mat = np.ascontiguousarray(g.target, dtype=dt)
-                    entry = cast[("target", id(g.target))] = (mat, _is_diagonal(mat))
+                    entry = cast[("target", id(g.target))] = (mat, is_diagonal(mat))
                 state.controlled(entry[0], qubits, g.controls, g.ctrl_state, entry[1])
                 continue
             entry = cast.get(id(g.matrix))
@@ -490,7 +487,7 @@ def simulate(n_qubits: int, gates: Iterable, global_phase: float = 0.0,
                 mat = np.ascontiguousarray(g.matrix, dtype=dt)
                 entry = cast[id(g.matrix)] = (mat, np.ascontiguousarray(np.diagonal(mat)))
             mat, diag_entries = entry
-            diag = diagonal[done - 1] if diagonal is not None else _is_diagonal(mat)
+            diag = diagonal[done - 1] if diagonal is not None else is_diagonal(mat)
             if diag:
                 state.diagonal(diag_entries, qubits)
             else:
@@ -534,7 +531,7 @@ def apply_gates(state: np.ndarray, n_qubits: int, gates: Iterable[tuple],
     with blas_threads(1) if one_blas_thread else contextlib.nullcontext():
         for kind, entries, qubits, controls, ctrl_state in gates:
             if kind == "controlled":
-                st.controlled(entries, qubits, controls, ctrl_state, _is_diagonal(entries))
+                st.controlled(entries, qubits, controls, ctrl_state, is_diagonal(entries))
             elif kind == "diagonal":
                 st.diagonal(entries, qubits)
             else:

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..hardware import costs
+from ..network.matrices import is_diagonal
 from .circuit import Gate, GateCircuit, is_controlled
 
 #: widths :func:`choose_fusion` tries
@@ -44,12 +45,6 @@ FUSION_WIDTHS = (2, 3, 4, 5)
 #: default widest diagonal block (one pass over the state to apply whatever its width; kept
 #: as a dense 2^k x 2^k matrix like every Gate, so not wider than this)
 MAX_DIAGONAL_QUBITS = 6
-
-
-def is_diagonal(matrix: np.ndarray) -> bool:
-    """Whether ``matrix`` has no nonzero entry off its diagonal (exactly)."""
-    m = np.asarray(matrix)
-    return not np.any(m[~np.eye(m.shape[0], dtype=bool)])
 
 
 @dataclass
