@@ -17,13 +17,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from .config import check_dtype, check_gemm, check_order, format_bytes
+from .engine import Engine
 from .engine.amplitudes import (
     bitstring_list,
     check_output,
     covering_pattern,
     distributed_amplitudes,
     load_circuit,
-    run_amplitudes,
     simplify_within,
 )
 from .engine.batching import open_positions  # noqa: F401  (public: the batcher's grouping)
@@ -301,13 +301,14 @@ def amplitudes(
     if method not in METHODS:
         raise InvalidInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
     check_order(order)
-    run_options = RunOptions.resolve(dtype=dtype, memory_limit=memory_limit, backend=backend,
-                                     executor=executor, profile=profile, comm=comm, gemm=gemm,
-                                     collectives=collectives)
-    opts = PathOptions.coerce(path_options, max_time, max_repeats)
-    return run_amplitudes(circuit, bitstrings, run_options, order=order,
-                          simplify_sequence=simplify_sequence, opts=opts, progress=progress,
-                          batch=batch, method=method)
+    run = RunOptions.resolve(dtype=dtype, memory_limit=memory_limit, backend=backend,
+                             executor=executor, profile=profile, comm=comm, gemm=gemm,
+                             collectives=collectives,
+                             path_options=PathOptions.coerce(path_options, max_time,
+                                                             max_repeats))
+    return Engine(run).amplitudes(circuit, bitstrings, order=order,
+                                  simplify_sequence=simplify_sequence, progress=progress,
+                                  batch=batch, method=method)
 
 
 def amplitude(circuit, bitstring: str, **kwargs) -> complex:
@@ -370,13 +371,13 @@ def contract(
         raise InvalidInputError(
             f"meta['{EXPONENT_KEY}'] is {shorten(exponent)}; it must be a finite number (log10)"
         )
-    budget = MemoryBudget.resolve(memory_limit)  # once, for planning and the guard
-    p = plan(obj, memory_limit=budget, dtype=dtype, simplify_sequence=simplify_sequence,
-             path_options=path_options)
-    budget.check_plan(p)
+    # resolved once, for planning and the guard; the plan comes from the process's cache
+    engine = Engine(RunOptions.resolve(dtype=dtype, memory_limit=memory_limit, backend=backend,
+                                       gemm=gemm, path_options=path_options))
     if not exponent:
-        return p.execute(backend=backend, gemm=gemm)
-    mantissa, found = p.execute(backend=backend, gemm=gemm, strip_exponent=True)
+        return engine.contract(obj, simplify_sequence=simplify_sequence)
+    mantissa, found = engine.contract(obj, simplify_sequence=simplify_sequence,
+                                      strip_exponent=True)
     return times_ten_to(mantissa, found + float(exponent))
 
 

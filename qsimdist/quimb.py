@@ -49,13 +49,13 @@ from typing import Any
 
 import numpy as np
 
+from .engine import Engine, inside_qsimdist_now
 from .engine.networks import (
     DTYPES,
     ContractOptions,
     cached_plan,
     clear_plan_cache,
     finish,
-    inside_qsimdist_now,
     run_network,
 )
 from .errors import InvalidInputError, MissingDependencyError, shorten
@@ -95,11 +95,18 @@ def contract_arrays(arrays: Sequence[Any], inputs: Sequence[Sequence[Any]],
     """
     opts = ContractOptions.coerce(options, **kw)
     prepared = prepare(arrays, inputs, output, opts.dtype)
+    return _contract_prepared(prepared, opts, None, strip_exponent)
+
+
+def _contract_prepared(prepared: PreparedNetwork, opts: ContractOptions, engine,
+                       strip_exponent: bool) -> Any:
+    """:func:`contract_arrays` once its arrays are prepared (``engine``: a :func:`use`
+    block's, or ``None`` for one built for this call)."""
     if strip_exponent:
         (mantissa, exponent), _ = run_network(prepared.network, opts, prepared.compute_dtype,
-                                              strip_exponent=True)
+                                              strip_exponent=True, engine=engine)
         return finish(mantissa, prepared), np.float64(exponent)
-    values, _ = run_network(prepared.network, opts, prepared.compute_dtype)
+    values, _ = run_network(prepared.network, opts, prepared.compute_dtype, engine=engine)
     return finish(values, prepared)
 
 
@@ -187,7 +194,8 @@ class _Hook:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.stack: list[tuple[ContractOptions, HookStats]] = []
+        #: per open block: its options, its statistics and its engine (built once)
+        self.stack: list[tuple[ContractOptions, HookStats, Engine]] = []
         self.original = None
         self.module = None
 
@@ -204,10 +212,10 @@ class _Hook:
                 top[1]._fallback(reason)
             return original(arrays, inputs, output, optimize=optimize, backend=backend,
                             strip_exponent=strip_exponent, check_zero=check_zero, **kwargs)
-        opts, stats = top
+        opts, stats, engine = top
         # quimb passes its equalize_norms here, a bool or a norm to equalize to
-        values = contract_arrays(arrays, inputs, output, opts,
-                                 strip_exponent=bool(strip_exponent))
+        values = _contract_prepared(prepare(arrays, inputs, output, opts.dtype), opts, engine,
+                                    bool(strip_exponent))
         stats.routed += 1
         return values
 
@@ -273,7 +281,10 @@ def use(options: ContractOptions | dict | None = None, **kw: Any) -> Iterator[Ho
     opts = ContractOptions.coerce(options, **kw)
     stats = HookStats()
     core = _tensor_core()
-    entry = (opts, stats)
+    # one engine per block, its options resolved once (each call computes in the dtype of
+    # its own arrays where ``dtype`` is left to them)
+    wide = opts.dtype in (None, "complex128", "float64")
+    entry = (opts, stats, Engine(opts.run_options("complex128" if wide else "complex64")))
     with _HOOK.lock:
         if not _HOOK.stack:
             current = core.array_contract

@@ -1,7 +1,7 @@
 """A CuPy request reaches the sampler's amplitude pass with ``backend`` intact (issue 44).
 
 The sampler resolves its options once (:class:`~qsimdist.engine.options.RunOptions`, held
-by its :class:`~qsimdist.engine.contractor.Contractor`); the amplitude pass
+by its :class:`~qsimdist.engine.Engine`); the amplitude pass
 (``return_amplitudes``, and the amplitudes behind ``method="rejection"``) takes those
 options whole instead of rebuilding them from the limit and the executor, which dropped
 ``backend`` and ran the pass on NumPy. No GPU here: ``backend="cupy"`` resolves to the
@@ -91,12 +91,12 @@ def test_a_cupy_request_reaches_the_amplitude_pass(standin, amplitude_pass, meth
                                          "dtype": "complex128", "memory_limit": "none",
                                          "method": method})
     result = sampler.run([measured], shots=64).result()[0]
-    contractor = sampler._contractor_now()
+    resolved = sampler.engine.run
     # rejection draws its candidates' amplitudes in a pass too; return_amplitudes adds one
     assert len(amplitude_pass) == (2 if method == "rejection" else 1)
     for record in amplitude_pass:
         run = record["options"]
-        assert run is contractor.options  # the resolved options, whole, never rebuilt
+        assert run is resolved  # the engine's resolved options, whole, never rebuilt
         assert run.backend == "cupy" and local.array_module(run.backend) is standin
         assert record["result"].stats["method"] == "tensor-network"
         assert record["device_steps"] > 0 and record["host_steps"] == 0

@@ -1,5 +1,10 @@
 """The runtime layer between the entry points and the planner/executors.
 
+* :class:`Engine` (:mod:`.engine`) — what every door builds once from its resolved
+  :class:`RunOptions` and calls: four verbs, ``amplitudes``, ``sample``,
+  ``expectation`` and ``contract`` (and ``cost``, the price before the run); it owns
+  the run options, the statistics and the last route. The doors import what they need
+  from this face only;
 * :class:`RunOptions` — dtype, memory budget, array backend, executor, GEMM
   mode: validated and resolved once per call (:mod:`.options`,
   :mod:`.memory`);
@@ -8,6 +13,11 @@
   Pauli terms) and picks the cheapest; the :class:`Route` goes into every
   result's metadata. It only prices: :mod:`.statevector_run` runs the
   statevector route;
+* dynamic circuits (mid-circuit measurement, reset, classical control):
+  :func:`route_dynamic` prices trajectories of the circuit's own qubits
+  (:mod:`.trajectory`, priced in :mod:`.dynamic_prices`) beside the
+  deferred-measurement circuit, for the estimator's branches
+  (:mod:`.trajectory_values`) and the sampler's tree (:mod:`.tree_sampling`) alike;
 * :mod:`.batching` — which characters of many bitstrings one contraction
   leaves open;
 * :mod:`.distributed` — under ``mpiexec``, rank 0 plans and every rank runs;
@@ -22,9 +32,44 @@
   and ``qsimdist contract``).
 """
 
+import importlib
+
+from .engine import Engine, inside_qsimdist_now
 from .memory import MemoryBudget, machine_memory
 from .options import RunOptions, check_backend
-from .router import Route, route_amplitudes, route_state_reading
+from .router import DynamicRoute, Route, route_amplitudes, route_dynamic, route_state_reading
 
-__all__ = ["MemoryBudget", "Route", "RunOptions", "check_backend", "machine_memory",
-           "route_amplitudes", "route_state_reading"]
+#: names the doors take from this face, loaded from their module on first use
+_LAZY = {
+    "EstimatePub": "estimates",
+    "PubValues": "estimates",
+    "SampleInfo": "sampling",
+    "SamplePub": "draws",
+    "DrawnSample": "draws",
+    "PubShots": "draws",
+    "SAMPLING_METHODS": ("sampling", "METHODS"),
+    "EXPECTATION_METHODS": ("expectation", "METHODS"),
+    "check_term_options": "expectation",
+    "executor_choices": "options",
+    "absent_routes": "stabilizer",
+    "PauliTerm": "pauli_terms",
+    "parse_term": "pauli_terms",
+    # dynamic circuits: the estimator's branches and the sampler's tree of trajectories
+    "dynamic_values": "trajectory_values",
+    "TrajectoryReport": "trajectory_values",
+    "sample_tree": "tree_sampling",
+    "TreeSample": "tree_sampling",
+}
+
+
+def __getattr__(name: str):
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'qsimdist.engine' has no attribute {name!r}")
+    module, attr = where if isinstance(where, tuple) else (where, name)
+    return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+
+
+__all__ = ["DynamicRoute", "Engine", "MemoryBudget", "Route", "RunOptions", "check_backend",
+           "inside_qsimdist_now", "machine_memory", "route_amplitudes", "route_dynamic",
+           "route_state_reading", *sorted(_LAZY)]

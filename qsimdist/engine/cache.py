@@ -179,7 +179,24 @@ def _default_build(net: Network, dtype: str, limit: int | None, opts: PathOption
     return lambda: make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts)
 
 
+def small_first(net: Network, dtype: str,
+                path_options: PathOptions) -> Callable[[int | None], Plan]:
+    """``build(limit)`` for the plan cache: one or two tensors take their only path without a
+    search (quimb's own simplification hands the hook many such contractions) where that fits
+    ``limit``; otherwise the path is searched and the plan sliced as usual."""
+    from ..planner.plan import build_plan, make_plan
+
+    def build(limit: int | None) -> Plan:
+        if net.num_tensors <= 2:
+            plan = build_plan(net, [(0, 1)] if net.num_tensors == 2 else [], (), dtype)
+            if limit is None or plan.stats.peak_bytes <= limit:
+                return plan
+        return make_plan(net, dtype=dtype, memory_limit=limit, path_options=path_options)
+
+    return build
+
+
 #: the process's plan cache (every entry point's)
 PLANS = PlanCache()
 
-__all__ = ["PLANS", "PLAN_CACHE_SIZE", "PlanCache", "structure_key"]
+__all__ = ["PLANS", "PLAN_CACHE_SIZE", "PlanCache", "small_first", "structure_key"]

@@ -5,10 +5,14 @@ Qiskit sampler and backend contract with)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..network import Network
+
+if TYPE_CHECKING:
+    from .options import RunOptions
 
 #: network structures a Contractor remembers as cheap or not (to simplify or not)
 CHEAP_CACHE_SIZE = 512
@@ -31,6 +35,10 @@ class ContractionStats:
 class Contractor:
     """Contracts networks through cached plans: one path search per network structure.
 
+    A service of :class:`~qsimdist.engine.engine.Engine`, which builds it from its resolved
+    ``run`` (:class:`~qsimdist.engine.options.RunOptions`); built alone, the keywords are
+    resolved once into one.
+
     Args:
         dtype: ``complex64`` or ``complex128``.
         memory_limit: peak bytes per contraction (``"8GiB"``, an int, ``None``:
@@ -39,24 +47,51 @@ class Contractor:
         profile: hardware profile for ``executor="mpi"`` (default ``local-cpu``).
         comm: MPI communicator (default ``MPI.COMM_WORLD``).
         backend: array library, ``numpy`` or ``cupy``.
+        run: the resolved options to contract with (the keywords above are then ignored).
     """
 
     def __init__(self, dtype: str = "complex64", memory_limit=None, executor: str = "local",
-                 profile=None, comm=None, backend: str = "numpy") -> None:
-        from .options import RunOptions
+                 profile=None, comm=None, backend: str = "numpy", *,
+                 run: RunOptions | None = None) -> None:
+        if run is None:
+            from .options import RunOptions
 
-        self.options = RunOptions.resolve(dtype=dtype, memory_limit=memory_limit,
-                                          backend=backend, executor=executor, profile=profile,
-                                          comm=comm)
-        self.dtype = self.options.dtype
-        self.budget = self.options.memory
-        self.limit = self.budget.limit
-        self.executor = executor
-        self.backend = backend
-        self.comm = self.options.comm
-        self.profile = self.options.profile if self.options.distributed else None
+            run = RunOptions.resolve(dtype=dtype, memory_limit=memory_limit, backend=backend,
+                                     executor=executor, profile=profile, comm=comm)
+        #: the resolved options every contraction runs with (never resolved again)
+        self.options = run
         self.cheap: dict = {}
         self.stats = ContractionStats()
+
+    @property
+    def dtype(self) -> str:
+        return self.options.dtype
+
+    @property
+    def budget(self):
+        """The memory budget (:class:`~qsimdist.engine.memory.MemoryBudget`)."""
+        return self.options.memory
+
+    @property
+    def limit(self) -> int | None:
+        return self.options.limit
+
+    @property
+    def executor(self) -> str:
+        return self.options.executor
+
+    @property
+    def backend(self) -> str:
+        return self.options.backend
+
+    @property
+    def comm(self):
+        return self.options.comm
+
+    @property
+    def profile(self):
+        """The resolved hardware profile of a distributed run (``None`` in one process)."""
+        return self.options.profile if self.options.distributed else None
 
     @property
     def rank(self) -> int:

@@ -21,10 +21,10 @@ import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import check_dtype
 from ..errors import InvalidInputError
 from ..frontends import GateCircuit, load
 from ..frontends.one_qubit_fusion import fuse_into_neighbours
@@ -53,8 +53,20 @@ from .term_readers import (
 )
 from .term_spreading import spread_term_values, worth_spreading
 
+if TYPE_CHECKING:
+    from .memory import MemoryBudget
+    from .options import RunOptions
+
 #: how an engine evaluates the terms of one circuit (see :class:`ExpectationEngine`)
 METHODS = ("auto", "statevector", "doubled", "state", "stabilizer")
+
+
+def check_term_options(method: str, state_max_qubits: int) -> None:
+    """Refuse (one line) an unknown ``method`` or a ``state_max_qubits`` outside 1..40."""
+    if not 1 <= state_max_qubits <= 40:
+        raise InvalidInputError(f"state_max_qubits must be in 1..40, got {state_max_qubits!r}")
+    if method not in METHODS:
+        raise InvalidInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
 
 
 @dataclass
@@ -101,29 +113,28 @@ class ExpectationEngine:
     method: str = "auto"
     state_max_qubits: int = 20
     spread_terms: bool = True
+    #: the resolved options (:class:`~qsimdist.engine.options.RunOptions`): given (the
+    #: :class:`~qsimdist.engine.engine.Engine` passes its own), the fields above from
+    #: ``dtype`` to ``comm`` are read from it and nothing is resolved again
+    run: RunOptions | None = None
     stats: ExpectationStats = field(default_factory=ExpectationStats)
     _plans: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        self.dtype = check_dtype(self.dtype)
-        from .options import check_executor
+        check_term_options(self.method, self.state_max_qubits)
+        if self.run is None:
+            from .options import RunOptions
 
-        check_executor(self.executor)  # an unknown name: one line with the valid list
-        if not 1 <= self.state_max_qubits <= 40:
-            raise InvalidInputError(
-                f"state_max_qubits must be in 1..40, got {self.state_max_qubits!r}"
-            )
-        if self.method not in METHODS:
-            raise InvalidInputError(f"unknown method {self.method!r}; valid: {', '.join(METHODS)}")
-        if self.path_options is not None:
-            self.path_options = PathOptions.coerce(self.path_options)
-        from .options import RunOptions
-
-        self._options = RunOptions.resolve(dtype=self.dtype, memory_limit=self.memory_limit,
-                                           backend=self.backend, executor=self.executor,
-                                           comm=self.comm, profile=self.profile,
-                                           path_options=self.path_options)
-        self._budget = self._options.memory
+            self.run = RunOptions.resolve(
+                dtype=self.dtype, memory_limit=self.memory_limit, backend=self.backend,
+                executor=self.executor, comm=self.comm, profile=self.profile,
+                path_options=self.path_options)
+        run = self.run
+        self.dtype, self.backend, self.executor = run.dtype, run.backend, run.executor
+        self.memory_limit, self.path_options = run.memory, run.path_options
+        self.profile = run.profile
+        self._options = run
+        self._budget = run.memory
         self._limit = self._budget.limit
         self.comm = self._options.comm
         self.route: dict | None = None
@@ -136,6 +147,11 @@ class ExpectationEngine:
         #: set while :func:`qsimdist.engine.term_costs.term_costs` prices terms: plans are
         #: made and recorded there instead of run (:class:`~.term_costs.CostRecorder`)
         self._costing = None
+
+    @property
+    def budget(self) -> MemoryBudget:
+        """The memory budget of :attr:`run` (resolved once)."""
+        return self.run.memory
 
     @property
     def plans(self) -> int:

@@ -9,10 +9,7 @@ and :func:`run_network` (local, or planned on rank 0 and run distributed under
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import threading
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +21,7 @@ from ..executors import Executor, bind_executor, executor_kind
 from ..frontends.quimb_network import PreparedNetwork
 from ..network import Network
 from ..planner.path import PathOptions
+from .cache import small_first
 from .options import RunOptions
 
 if TYPE_CHECKING:
@@ -138,7 +136,7 @@ class ContractOptions:
 
     def resolved_budget(self):
         """The memory budget (:class:`qsimdist.engine.MemoryBudget`) of :attr:`memory_limit`."""
-        from . import MemoryBudget
+        from .memory import MemoryBudget
 
         runner = self.resolved_runner()
         return MemoryBudget.resolve(self.memory_limit,
@@ -191,48 +189,12 @@ def _dtype_name(dtype: Any) -> str:
 
 
 # ------------------------------------------------------------ contraction
-_STATE = threading.local()
-
-
-@contextlib.contextmanager
-def inside_qsimdist() -> Iterator[None]:
-    """Mark this thread as running qsimdist (quimb calls made meanwhile are not re-routed)."""
-    depth = getattr(_STATE, "depth", 0)
-    _STATE.depth = depth + 1
-    try:
-        yield
-    finally:
-        _STATE.depth = depth
-
-
-def inside_qsimdist_now() -> bool:
-    """Whether this thread is running qsimdist now (quimb calls it makes are not re-routed)."""
-    return bool(getattr(_STATE, "depth", 0))
-
-
 def clear_plan_cache() -> None:
     """Forget the plans kept for reuse (the process's one cache,
     :data:`qsimdist.engine.cache.PLANS`)."""
     from .cache import PLANS
 
     PLANS.clear()
-
-
-def small_first(net: Network, dtype: str,
-                path_options: PathOptions) -> Callable[[int | None], Plan]:
-    """``build(limit)`` for the plan cache: one or two tensors take their only path without a
-    search (quimb's own simplification hands the hook many such contractions) where that fits
-    ``limit``; otherwise the path is searched and the plan sliced as usual."""
-    from ..planner.plan import build_plan, make_plan
-
-    def build(limit: int | None) -> Plan:
-        if net.num_tensors <= 2:
-            plan = build_plan(net, [(0, 1)] if net.num_tensors == 2 else [], (), dtype)
-            if limit is None or plan.stats.peak_bytes <= limit:
-                return plan
-        return make_plan(net, dtype=dtype, memory_limit=limit, path_options=path_options)
-
-    return build
 
 
 def cached_plan(net: Network, dtype: str, memory_limit: int | None,
@@ -265,7 +227,7 @@ def cached_plan(net: Network, dtype: str, memory_limit: int | None,
 
 
 def run_network(net: Network, options: ContractOptions, compute_dtype: str,
-                strip_exponent: bool = False) -> tuple[Any, Plan]:
+                strip_exponent: bool = False, engine=None) -> tuple[Any, Plan]:
     """Plan and execute ``net`` (its arrays) with qsimdist; the result (NumPy) and the plan.
 
     Single process with ``executor="local"``; with ``"mpi"`` the plan is made
@@ -279,30 +241,18 @@ def run_network(net: Network, options: ContractOptions, compute_dtype: str,
     range come out right (:func:`qsimdist.executors.local.execute`).
     ``net.meta["exponent"]`` is not applied here; the callers add it.
 
+    ``engine``: the :class:`~qsimdist.engine.engine.Engine` to contract with (a
+    :func:`qsimdist.quimb.use` block's, built once from ``options``); by default one is
+    built for this call, its options resolved once.
     """
-    from ..planner.simplify import simplify
-    from .cache import PLANS
+    if engine is None:
+        from .engine import Engine
 
-    # resolved once: free memory is not read again mid-run
-    run = options.run_options(compute_dtype)
-    with inside_qsimdist():
-        if options.simplify_sequence:
-            net = simplify(net, options.simplify_sequence)
-        # checked against the budget in one process; distributed, the one-device plan is
-        # made unsliced on rank 0 for the profile and checked by every rank as it runs
-        plan, _ = PLANS.plan_for(net, run,
-                                 build=small_first(net, compute_dtype, run.path_options))
-        out = plan.execute(backend=run.backend, gemm=run.gemm, **run.execute_keywords(),
-                           **({"strip_exponent": True} if strip_exponent else {}))
-    shape = tuple(net.size_dict[i] for i in net.output)
-    if strip_exponent:
-        mantissa, exponent = out
-        return (_as_numpy(mantissa).reshape(shape), float(exponent)), plan
-    return _as_numpy(out).reshape(shape), plan
-
-
-def _as_numpy(a: Any) -> np.ndarray:
-    return np.asarray(a.get() if hasattr(a, "get") else a)
+        engine = Engine(options.run_options(compute_dtype))
+    values = engine.contract(net, dtype=compute_dtype,
+                             simplify_sequence=options.simplify_sequence,
+                             strip_exponent=strip_exponent)
+    return values, engine.plan
 
 
 def finish(values: np.ndarray, prepared: PreparedNetwork) -> np.ndarray:

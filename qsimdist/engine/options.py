@@ -33,6 +33,13 @@ def check_executor(executor: str) -> str:
     return executor
 
 
+def executor_choices() -> tuple[str, ...]:
+    """``auto`` (resolved by :meth:`RunOptions.resolve`) and the registered executors."""
+    from ..executors import executor_names
+
+    return ("auto", *executor_names())
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """What every route needs to know, resolved once: dtype, memory, backend, executor,
@@ -65,9 +72,14 @@ class RunOptions:
     def resolve(cls, *, dtype: str = "complex64", memory_limit=None, backend: str = "numpy",
                 executor: str = "local", profile=None, comm=None, gemm: str = "complex",
                 seed=None, collectives: str = "auto", path_options=None) -> RunOptions:
-        """Validate and resolve every option once (bad input: one-line InvalidInputError)."""
-        from ..executors import check_comm_choice, check_nccl_backend
+        """Validate and resolve every option once (bad input: one-line InvalidInputError).
 
+        ``executor="auto"``: ``"mpi"`` with a ``comm`` or under mpiexec with several ranks,
+        else ``"local"`` (:func:`qsimdist.executors.resolve_executor`)."""
+        from ..executors import check_comm_choice, check_nccl_backend, resolve_executor
+
+        if executor == "auto":
+            executor = resolve_executor(executor, comm)
         dtype = check_dtype(dtype)
         check_executor(executor)
         check_backend(backend)
@@ -125,4 +137,4 @@ class RunOptions:
                 "executor": self.executor, "gemm": self.gemm, "collectives": self.collectives}
 
 
-__all__ = ["RunOptions", "check_backend", "check_executor"]
+__all__ = ["RunOptions", "check_backend", "check_executor", "executor_choices"]

@@ -32,20 +32,22 @@ if TYPE_CHECKING:
 def worth_spreading(engine, terms: Sequence[PauliTerm]) -> bool:
     """Whether ``engine`` (distributed, spreading allowed) has a term per rank to spread."""
     comm = engine.comm
-    if not engine.spread_terms or comm is None or not engine._options.distributed:
+    if not engine.spread_terms or comm is None or not engine.run.distributed:
         return False
     return sum(1 for t in terms if t.qubits) >= comm.Get_size()
 
 
 def local_twin(engine):
-    """A one-process engine with ``engine``'s settings and this rank's memory budget."""
-    twin = getattr(engine, "_twin", None)
+    """A one-process engine with ``engine``'s settings and this rank's memory budget
+    (``engine``'s resolved options with the local executor: nothing is resolved again)."""
+    twin = getattr(engine, "twin", None)
     if twin is None:  # the engine's own class: this module does not import it
-        twin = engine._twin = type(engine)(
-            dtype=engine.dtype, memory_limit=engine._budget, backend=engine.backend,
-            path_options=engine._options.path_options, executor="local", fuse=engine.fuse,
-            method=engine.method, state_max_qubits=engine.state_max_qubits,
-            spread_terms=False)
+        import dataclasses
+
+        run = dataclasses.replace(engine.run, executor="local", profile=None, comm=None)
+        twin = engine.twin = type(engine)(run=run, fuse=engine.fuse, method=engine.method,
+                                          state_max_qubits=engine.state_max_qubits,
+                                          spread_terms=False)
     return twin
 
 

@@ -125,14 +125,17 @@ class MLDecoder:
             self.kept = self.detectors
         self.model: ErrorModel = full if self.kept is None else marginal_model(full, self.kept)
         self.batch_size = batch_size
-        from ..engine import MemoryBudget, check_backend
+        from ..engine import Engine, RunOptions
 
-        # the engine's one reading of the words ('none': no planning limit, bounded by the host)
-        self.budget = MemoryBudget.resolve(memory_limit if memory_limit is not None
-                                           else DEFAULT_MEMORY)
+        # one engine, its options resolved once: the engine's reading of the memory words
+        # ('none': no planning limit, bounded by the host) and of the backend
+        self.engine = Engine(RunOptions.resolve(
+            dtype=DTYPE, memory_limit=memory_limit if memory_limit is not None
+            else DEFAULT_MEMORY, backend=backend, path_options=path_options))
+        self.budget = self.engine.budget
         self.memory_limit = self.budget.limit
         self.path_options = path_options
-        self.backend = check_backend(backend)
+        self.backend = self.engine.run.backend
         self.plan: Plan | None = None
         self.stats: dict = {"plans": 0, "contractions": 0, "shots": 0, "batch_size": None,
                             "plan_seconds": 0.0, "execute_seconds": 0.0, "flops": None,
@@ -203,9 +206,7 @@ class MLDecoder:
                 chunk = np.concatenate([chunk, np.zeros((batch - n, bits.shape[1]), bool)])
             run = dataclasses.replace(plan, network=with_syndromes(plan.network, chunk))
             t0 = time.perf_counter()
-            value = np.asarray(run.execute(backend=self.backend))
-            if self.backend != "numpy":  # a cupy array
-                value = value.get() if hasattr(value, "get") else np.asarray(value)
+            value = self.engine.contract(run)  # the one plan, this chunk's arrays
             self.stats["execute_seconds"] += time.perf_counter() - t0
             self.stats["contractions"] += 1
             out[start:start + n] = value.reshape(batch, width)[:n].real

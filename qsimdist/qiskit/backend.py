@@ -25,9 +25,10 @@ import numpy as np
 from qiskit.providers import BackendV2, JobStatus, JobV1, Options
 
 from .. import __version__
+from ..engine import Engine
 from ..errors import InvalidInputError, shorten
 from .errors import qiskit_errors
-from .sampler import SamplerOptions, sample_circuit
+from .sampler import SamplerOptions
 
 #: the widest circuit the target declares (the frontend's own file limit)
 TARGET_QUBITS = 4096
@@ -84,19 +85,25 @@ class QsimdistBackend(BackendV2):
                          description="exact tensor-network sampler (qsimdist)",
                          backend_version=_VERSION)
         self._target = _target()
-        self._contractors: dict = {}
+        # the engine of the default options, built once (plans live in the process's cache)
+        self._options_key, self._engine = self._engine_for(
+            self._sampler_options(self.options.__dict__))
 
-    def _contractor(self, opts: SamplerOptions):
-        """One Contractor per (dtype, memory limit, executor, profile): plans live across runs."""
-        from ..engine.contractor import Contractor
+    @staticmethod
+    def _sampler_options(opts: dict) -> SamplerOptions:
+        """The run's options (the backend's, overridden by the run's keywords) as the
+        sampler's, validated."""
+        return SamplerOptions(dtype=opts["dtype"], memory_limit=opts["memory_limit"],
+                              method=opts["method"], profile=opts["profile"])
 
-        key = (opts.dtype, str(opts.memory_limit), opts.resolved_executor(), str(opts.profile))
-        found = self._contractors.get(key)
-        if found is None:
-            found = self._contractors[key] = Contractor(
-                dtype=opts.dtype, memory_limit=opts.memory_limit, executor=key[2],
-                profile=opts.profile)
-        return found
+    def _engine_for(self, opts: SamplerOptions) -> tuple[tuple, Engine]:
+        """``(key, engine)`` for these options: the backend's own engine while its run
+        options are those it was built with, else one built (and kept, where they are the
+        backend's options now: ``set_options`` changed them) with them resolved once."""
+        key = (opts.dtype, str(opts.memory_limit), str(opts.profile))
+        if getattr(self, "_options_key", None) == key:
+            return key, self._engine
+        return key, Engine(opts.run_options())
 
     @property
     def target(self):
@@ -139,16 +146,17 @@ class QsimdistBackend(BackendV2):
         shots = opts["shots"]
         if not isinstance(shots, (int, np.integer)) or shots < 1:
             raise InvalidInputError(f"shots must be a positive int, got {shorten(shots)}")
-        sampler_opts = SamplerOptions(dtype=opts["dtype"], memory_limit=opts["memory_limit"],
-                                      method=opts["method"], profile=opts["profile"])
-        contractor = self._contractor(sampler_opts)
+        sampler_opts = self._sampler_options(opts)
+        key, engine = self._engine_for(sampler_opts)
+        if not options.keys() & {"dtype", "memory_limit", "profile"}:
+            self._options_key, self._engine = key, engine  # set_options changed them: kept
         seed = opts["seed_simulator"]
         if seed is None:  # rank 0's, on every rank
-            seed = contractor.options.runner.shared_seed()
+            seed = engine.shared_seed()
         rng = np.random.default_rng(seed)
         results = []
         for circuit in circuits:
-            drawn = sample_circuit(circuit, int(shots), rng, contractor, sampler_opts.method)
+            drawn = engine.sample(circuit, None, int(shots), rng, sampler_opts.method)
             weights = 1 << np.arange(drawn.clbits.shape[1], dtype=object)
             values = [int(v) for v in (drawn.clbits.astype(object) @ weights)] \
                 if drawn.clbits.shape[1] else [0] * int(shots)

@@ -1,36 +1,64 @@
-"""What the primitives share: option coercion, the ``auto`` executor, job submission."""
+"""What the primitives share: their run options, the ``auto`` executor, job submission."""
 
 from __future__ import annotations
 
-#: what the primitives' ``executor`` option takes beside the registered executors' names
-AUTO = "auto"
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..engine import RunOptions, executor_choices
+from ..errors import InvalidInputError, shorten
+from ..planner.path import PathOptions
 
 
-def executor_choices() -> tuple[str, ...]:
-    """``auto`` and the registered executors (:func:`qsimdist.executors.executor_names`)."""
-    from ..executors import executor_names
-
-    return (AUTO, *executor_names())
-
-
-def check_executor_choice(executor) -> str:
-    """``executor`` if it is ``auto`` or a registered executor; else the one-line error."""
-    from ..errors import InvalidInputError, shorten
-
-    choices = executor_choices()
-    if not isinstance(executor, str) or executor not in choices:
-        raise InvalidInputError(
-            f"unknown executor {shorten(executor)}; valid: {', '.join(choices)}")
-    return executor
-
-
+@dataclass(frozen=True)
 class PrimitiveOptions:
-    """Mixin for the frozen option dataclasses of :class:`SamplerV2` and :class:`EstimatorV2`.
+    """The run options of a primitive (its own fields are in its subclass), validated at
+    construction and resolved once, by :meth:`run_options`, into the engine's
+    :class:`~qsimdist.engine.RunOptions`.
 
-    Subclasses set ``_what`` (the name used in messages) and have an ``executor`` field.
+    Attributes:
+        dtype: ``complex64`` or ``complex128`` (the subclass sets the default).
+        memory_limit: peak bytes per contraction (``"8GiB"``, an int; ``None``: 80% of
+            the available memory; ``"none"``: no limit); per rank under MPI.
+        backend: array library, ``numpy`` or ``cupy``.
+        executor: ``auto`` (``mpi`` under ``mpiexec`` with several ranks), ``local`` or
+            ``mpi``. Under MPI every rank runs the same pubs in the same order.
+        profile: hardware profile the distributed plans are made for (default
+            ``local-cpu``).
+        path_options: contraction path search options (``PathOptions`` or a dict).
     """
 
-    _what = "primitive"
+    _what: ClassVar[str] = "primitive"
+
+    dtype: str = "complex64"
+    memory_limit: str | int | None = None
+    backend: str = "numpy"
+    executor: str = "auto"
+    profile: str | None = None
+    path_options: PathOptions | dict | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse, at construction, what the engine would refuse: an unknown dtype, an
+        unreadable ``memory_limit``, an unknown or missing ``backend``, an unknown executor
+        or hardware ``profile``."""
+        from ..config import check_dtype, parse_memory
+        from ..engine import check_backend
+        from ..memory_limit import is_none_word
+
+        object.__setattr__(self, "dtype", check_dtype(self.dtype))
+        if self.memory_limit is not None and not is_none_word(self.memory_limit):
+            parse_memory(self.memory_limit)
+        check_backend(self.backend)
+        choices = executor_choices()
+        if not isinstance(self.executor, str) or self.executor not in choices:
+            raise InvalidInputError(
+                f"unknown executor {shorten(self.executor)}; valid: {', '.join(choices)}")
+        if self.profile is not None:
+            from ..hardware import load_profile
+
+            load_profile(self.profile)
+        if self.path_options is not None:
+            object.__setattr__(self, "path_options", PathOptions.coerce(self.path_options))
 
     @classmethod
     def coerce(cls, options):
@@ -39,44 +67,24 @@ class PrimitiveOptions:
 
         return coerce_options(cls, options, cls._what)
 
-    def check_shared(self) -> None:
-        """Refuse, at construction, what the engine would refuse at the first run: an
-        unreadable ``memory_limit`` (its default is still read per run), an unknown or
-        missing ``backend``, an unknown executor or hardware ``profile``."""
-        from ..config import parse_memory
-        from ..engine.options import check_backend
-        from ..memory_limit import is_none_word
-
-        limit = getattr(self, "memory_limit", None)
-        if limit is not None and not is_none_word(limit):
-            parse_memory(limit)
-        check_backend(self.backend)
-        check_executor_choice(self.executor)
-        profile = getattr(self, "profile", None)
-        if profile is not None:
-            from ..hardware import load_profile
-
-            load_profile(profile)
-
-    def resolved_executor(self) -> str:
-        """``local`` or ``mpi`` (``auto``: ``mpi`` when started by mpiexec with several ranks)."""
-        from ..executors import resolve_executor
-
-        return resolve_executor(self.executor)
+    def run_options(self) -> RunOptions:
+        """These options resolved (the memory limit read, ``auto`` read as an executor and
+        bound): what the primitive builds its one :class:`~qsimdist.engine.Engine` from."""
+        return RunOptions.resolve(dtype=self.dtype, memory_limit=self.memory_limit,
+                                  backend=self.backend, executor=self.executor,
+                                  profile=self.profile, path_options=self.path_options)
 
 
-def submit_job(run, pubs: list, executor: str):
+def submit_job(run, pubs: list, engine):
     """A submitted ``PrimitiveJob`` of ``run(pubs)``.
 
-    Under a distributed executor (``executor="mpi"``) every rank runs the pubs at once,
-    on its main thread and in the same order (collectives must not run on a job's worker
-    thread); the job then only hands the result over.
+    Under a distributed executor (``engine.run.distributed``) every rank runs the pubs at
+    once, on its main thread and in the same order (collectives must not run on a job's
+    worker thread); the job then only hands the result over.
     """
     from qiskit.primitives import PrimitiveJob
 
-    from ..executors import executor_kind
-
-    if executor_kind(executor).distributed:
+    if engine.run.distributed:
         result = run(pubs)
         job = PrimitiveJob(lambda: result)
     else:

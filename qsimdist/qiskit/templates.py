@@ -22,8 +22,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..frontends.dynamic import plain_standard_gate
 from ..frontends.parametric import ParametricCircuit, parametric_from_qiskit
-from .dynamic import plain_standard_gate
 
 #: templates one primitive keeps (least recently used dropped). A client's loop can cycle
 #: through many circuits: qiskit-algorithms' ``LinCombQGT`` and ``LinCombEstimatorGradient``
@@ -33,8 +33,6 @@ TEMPLATES_KEPT = 512
 #: instructions the kept templates may hold together (the circuits' sizes): many small
 #: circuits, or a few wide ones
 TEMPLATE_INSTRUCTIONS_KEPT = 1 << 17
-#: parsed observable labels one primitive keeps
-TERMS_KEPT = 1 << 14
 #: array parameters up to this many bytes are keyed by value (larger ones by identity)
 _KEYED_ARRAY_BYTES = 1 << 16
 
@@ -97,21 +95,27 @@ class TemplateCache:
         self.held = 0  # instructions of the kept circuits together
         self.built = 0
         self.reused = 0
-        self.terms: dict[tuple[str, int], object] = {}
 
-    def term(self, label: str, n_qubits: int):
-        """``label`` parsed (:func:`~qsimdist.engine.pauli_terms.parse_term`), once per
-        primitive: a loop's observables repeat call after call."""
-        key = (label, n_qubits)
-        found = self.terms.get(key)
+    def pub_template(self, qc, params, lowered: bool = False):
+        """``(template, rows)``: the template of a pub's circuit ``qc`` (``lowered``: the
+        ``(LoweredCircuit, template)`` of :meth:`lowered`) and its parameter values
+        ``params`` (a Qiskit ``BindingsArray``) as rows over ``qc.parameters``; ``(None,
+        None)`` where every parameter set is converted on its own."""
+        if params.size == 0:
+            return None, None
+        rows = None
+        if qc.parameters:
+            try:
+                rows = np.asarray(params.as_array(list(qc.parameters)),
+                                  dtype=float).reshape(params.size, -1)
+            except Exception:  # noqa: BLE001 - binding them raises it, with Qiskit's message
+                return None, None
+        probe = None if rows is None else rows[0]
+        found = self.lowered(qc, probe) if lowered else self.template(qc, probe)
         if found is None:
-            from ..engine.pauli_terms import parse_term
-
-            found = parse_term(label, n_qubits)
-            if len(self.terms) >= TERMS_KEPT:
-                self.terms.clear()
-            self.terms[key] = found
-        return found
+            return None, None
+        template = found[1] if lowered else found
+        return found, rows if rows is not None else template.rows(params)
 
     def template(self, qc, probe: np.ndarray | None = None) -> ParametricCircuit | None:
         """``qc``'s template (``None``: it must be converted per parameter set).
@@ -145,7 +149,7 @@ class TemplateCache:
     def lowered(self, qc, probe: np.ndarray | None = None):
         """``(LoweredCircuit, template of its circuit)`` of ``qc`` (a sampler's circuit:
         measurements, resets and conditions rewritten by
-        :func:`~qsimdist.qiskit.dynamic.lower_circuit`, parameters kept), or ``None`` where
+        :func:`~qsimdist.frontends.lowering.lower_circuit`, parameters kept), or ``None`` where
         the lowering cannot keep the parameters or the template is ``None``: then every
         parameter set is lowered and converted on its own."""
         try:
@@ -158,7 +162,7 @@ class TemplateCache:
             self.entries.move_to_end(key)
             self.reused += 1
             return self.entries[key][0]
-        from .dynamic import lower_circuit
+        from ..frontends.lowering import lower_circuit
 
         found = None
         try:
@@ -176,7 +180,6 @@ class TemplateCache:
     def clear(self) -> None:
         self.entries.clear()
         self.held = 0
-        self.terms.clear()
 
 
 def make_template(qc, probe: np.ndarray | None = None) -> ParametricCircuit | None:
