@@ -18,8 +18,8 @@ from qiskit.circuit.library import efficient_su2, real_amplitudes, zz_feature_ma
 from qiskit.primitives import StatevectorEstimator
 from qiskit.quantum_info import SparsePauliOp
 
+import qsimdist.frontends.templates as templates_module
 import qsimdist.qiskit.estimator as estimator_module
-import qsimdist.qiskit.templates as templates_module
 from qsimdist.engine.binding_sweep import SweepPlan, terms_on_states
 from qsimdist.engine.pauli_terms import parse_term
 from qsimdist.frontends.gate_models import matrix_model, numeric_matrix

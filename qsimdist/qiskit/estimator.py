@@ -48,9 +48,9 @@ from ..engine import Engine, EstimatePub, PubValues, absent_routes, check_term_o
 from ..errors import InvalidInputError, shorten
 from ..frontends.dynamic import needs_lowering
 from ..frontends.qiskit_circuit import from_qiskit
+from ..frontends.templates import TemplateCache
 from .errors import qiskit_errors
 from .options import PrimitiveOptions, submit_job
-from .templates import TemplateCache
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class EstimatorV2(BaseEstimatorV2):
         self._default_precision = default_precision
         self._seed = seed
         self._lock = threading.Lock()
-        #: each circuit met, converted once (:mod:`qsimdist.qiskit.templates`)
+        #: each circuit met, converted once (:mod:`qsimdist.frontends.templates`)
         self._templates = TemplateCache()
 
     @property

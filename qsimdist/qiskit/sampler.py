@@ -32,9 +32,9 @@ from qiskit.primitives import BaseSamplerV2, BitArray
 from ..engine import SAMPLING_METHODS, Engine, SamplePub, absent_routes
 from ..errors import InvalidInputError, shorten
 from ..frontends.qiskit_circuit import recording_definitions
+from ..frontends.templates import TemplateCache
 from .errors import qiskit_errors
 from .options import PrimitiveOptions, submit_job
-from .templates import TemplateCache
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class SamplerV2(BaseSamplerV2):
         self._options = SamplerOptions.coerce(options)
         # built once: the run options resolved here, the plans kept between calls
         self._engine = Engine(self._options.run_options())
-        #: each circuit met, lowered and converted once (:mod:`qsimdist.qiskit.templates`)
+        #: each circuit met, lowered and converted once (:mod:`qsimdist.frontends.templates`)
         self._templates = TemplateCache()
 
     @property

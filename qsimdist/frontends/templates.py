@@ -22,8 +22,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..frontends.dynamic import plain_standard_gate
-from ..frontends.parametric import ParametricCircuit, parametric_from_qiskit
+from .dynamic import plain_standard_gate
+from .parametric import ParametricCircuit, parametric_from_qiskit
 
 #: templates one primitive keeps (least recently used dropped). A client's loop can cycle
 #: through many circuits: qiskit-algorithms' ``LinCombQGT`` and ``LinCombEstimatorGradient``
@@ -162,7 +162,7 @@ class TemplateCache:
             self.entries.move_to_end(key)
             self.reused += 1
             return self.entries[key][0]
-        from ..frontends.lowering import lower_circuit
+        from .lowering import lower_circuit
 
         found = None
         try:
@@ -187,7 +187,7 @@ def make_template(qc, probe: np.ndarray | None = None) -> ParametricCircuit | No
     it must be converted per set); without, a template of no slots."""
     if qc.parameters:
         return parametric_from_qiskit(qc, probe)
-    from ..frontends.qiskit_circuit import from_qiskit
+    from .qiskit_circuit import from_qiskit
 
     return ParametricCircuit.fixed(from_qiskit(qc))
 
