@@ -23,6 +23,12 @@ Cases:
 - ``contract-n30``: one amplitude of Google's n30m14 circuit (``../shared/data``)
   by tensor network, a seeded path search with 8 trials, so that both checkouts
   contract the same path (the plan's FLOPs are printed to show it).
+- ``sampler-dynamic12``: ``SamplerV2``, 2,000 shots of a 12-qubit circuit with
+  mid-circuit measurements, a reset and ``if_test`` blocks (the dynamic-circuit route).
+- ``estimator-dynamic12``: ``EstimatorV2``, every Z_i of that circuit without its final
+  measurements.
+- ``estimator-w17``: ``EstimatorV2``, IBM's 127-qubit kicked-Ising ⟨W17⟩ after 5 steps at
+  θ_h = 0.8 (``../shared/data``'s Eagle coupling map), warm: the doubled route on its plan.
 """
 
 from __future__ import annotations
@@ -51,6 +57,21 @@ def brick(n, depth, seed):
             qc.u(*rng.uniform(0, 2 * np.pi, 3), q)
         for q in range(layer % 2, n - 1, 2):
             qc.cx(q, q + 1)
+    return qc
+
+def dynamic(n, seed):
+    # a brickwork with mid-circuit measurements, a reset and classically conditioned gates
+    qc = brick(n, 4, seed)
+    from qiskit import ClassicalRegister
+    creg = ClassicalRegister(n, "c"); qc.add_register(creg)
+    qc.measure(0, creg[0]); qc.measure(n // 2, creg[1])
+    with qc.if_test((creg[0], 1)):
+        qc.x(1)
+    qc.reset(n // 2)
+    with qc.if_test((creg[1], 0)):
+        qc.h(n - 1)
+    for q in range(0, n - 1, 2):
+        qc.cx(q, q + 1)
     return qc
 
 def best(call, repeats):
@@ -106,6 +127,39 @@ import qsimdist
 qc = brick(24, 12, 4)
 t, r = best(lambda: qsimdist.amplitudes(qc, ["0" * 24], method="statevector"), REPEATS)
 print(json.dumps({"seconds": t, "value": abs(complex(r.amplitudes[0]))}))
+""",
+    "sampler-dynamic12": r"""
+from qsimdist.qiskit import SamplerV2
+qc = dynamic(12, 5); qc.measure_all(add_bits=False)
+s = SamplerV2(seed=7)
+t, _ = best(lambda: s.run([qc], shots=2000).result(), REPEATS)
+print(json.dumps({"seconds": t}))
+""",
+    "estimator-dynamic12": r"""
+from qiskit.quantum_info import SparsePauliOp
+from qsimdist.qiskit import EstimatorV2
+n = 12; qc = dynamic(n, 6)
+obs = SparsePauliOp(["I" * (n - 1 - i) + "Z" + "I" * i for i in range(n)])
+e = EstimatorV2()
+t, r = best(lambda: e.run([(qc, obs)]).result(), REPEATS)
+print(json.dumps({"seconds": t, "value": float(r[0].data.evs)}))
+""",
+    "estimator-w17": r"""
+import os
+from qsimdist.qiskit import EstimatorV2
+edges = json.load(open(os.path.join(os.environ["QSIMDIST_SHARED_DATA"], "circuits",
+                                    "kicked_ising", "eagle127_edges.json")))
+n = 127; qc = QuantumCircuit(n)
+for _ in range(5):
+    qc.rx(0.8, range(n))
+    for a, b in edges:
+        qc.rzz(-np.pi / 2, a, b)
+w17 = {**{q: "X" for q in (37, 41, 52, 56, 57, 58, 62, 79)}, 75: "Y",
+       **{q: "Z" for q in (38, 40, 42, 63, 72, 80, 90, 91)}}
+label = "".join(w17.get(q, "I") for q in reversed(range(n)))
+e = EstimatorV2()
+t, r = best(lambda: e.run([(qc, [label])]).result(), REPEATS)
+print(json.dumps({"seconds": t, "value": float(r[0].data.evs[0])}))
 """,
     "contract-n30": r"""
 import os, qsimdist
