@@ -24,7 +24,6 @@ from .engine.amplitudes import (
     covering_pattern,
     distributed_amplitudes,
     load_circuit,
-    simplify_within,
 )
 from .engine.batching import open_positions  # noqa: F401  (public: the batcher's grouping)
 from .engine.memory import (
@@ -46,7 +45,7 @@ from .frontends import amplitude_network, load, parse_bitstring
 from .network import Network
 from .planner.path import PathOptions
 from .planner.plan import Plan, make_plan
-from .planner.simplify import DEFAULT_SEQUENCE
+from .planner.simplify import DEFAULT_SEQUENCE, simplify_within
 from .progress import Progress
 
 #: the route's record (kept under its first name for callers of 0.1)

@@ -532,7 +532,8 @@ def test_batches_keep_most_of_the_memory_limit_in_reserve(monkeypatch):
     bits = ["".join(r) for r in rng.choice(["0", "1"], size=(300, n))]
     limit = 256 * 1024
     asked, used = [], []
-    real_make, real_batch = qsimdist.engine.amplitudes.make_plan, qsimdist.engine.amplitudes.plan_batch
+    real_make = qsimdist.engine.batching.make_plan
+    real_batch = qsimdist.engine.amplitudes.plan_batch
 
     def recording(net, **kw):
         asked.append(kw["memory_limit"])
@@ -543,7 +544,7 @@ def test_batches_keep_most_of_the_memory_limit_in_reserve(monkeypatch):
         used.append((chosen, p.stats.peak_bytes))
         return p
 
-    monkeypatch.setattr(qsimdist.engine.amplitudes, "make_plan", recording)
+    monkeypatch.setattr(qsimdist.engine.batching, "make_plan", recording)
     monkeypatch.setattr(qsimdist.engine.amplitudes, "plan_batch", batch)
     res = qsimdist.amplitudes(qc, bits + ["0" * (n - 2) + "**"], memory_limit=limit,
                               method="tensor-network")

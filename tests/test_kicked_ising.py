@@ -97,6 +97,49 @@ def test_diagonal_light_cone_is_tighter():
     assert not last_layer & set(cone.gates)
 
 
+def test_the_doubled_route_is_priced_on_the_cones_it_contracts(monkeypatch):
+    """The engine prices the doubled route on each term's diagonal cone of the circuit the
+    route prepares (fused keeping diagonals), and contracts those very cones: tighter, so
+    cheaper, than the plain cones of the circuit fused into neighbours."""
+    from qsimdist.engine import doubled
+    from qsimdist.engine.term_networks import state_flops
+    from qsimdist.frontends.one_qubit_fusion import fuse_into_neighbours
+
+    qc = kicked_ising(N, EDGES, 0.8, 3)
+    labels = [label(t, N) for t in TERMS]
+    priced, contracted = [], []
+    real_price, real_simplified = doubled.doubled_price, doubled.DoubledCircuit.simplified
+
+    def price(prepared, terms):
+        priced.append((prepared, real_price(prepared, terms)))
+        return priced[-1][1]
+
+    def simplified(self, *args, cone=None, **kwargs):
+        contracted.append((self, cone))
+        return real_simplified(self, *args, cone=cone, **kwargs)
+
+    monkeypatch.setattr("qsimdist.engine.expectation.doubled_price", price)
+    monkeypatch.setattr(doubled.DoubledCircuit, "simplified", simplified)
+    got = expectation_values(qc, labels, engine=ExpectationEngine(method="doubled"))
+    ref = expectation_values(qc, labels, engine=ExpectationEngine(method="statevector"))
+    np.testing.assert_allclose(got, ref, atol=1e-10, rtol=0)
+    (prepared, p), = priced
+    assert [cone for _, cone in contracted] == list(p.cones)
+    assert all(ran is prepared for ran, _ in contracted)
+    two = [k for k, g in enumerate(prepared.circuit.gates) if len(g.qubits) == 2]
+    assert all(prepared.diagonal[k] for k in two)  # the circuit fused keeping diagonals
+    terms = [parse_term(lb, N) for lb in labels]
+    assert list(p.cones) == [prepared.cone(t.qubits, t.ops) for t in terms]
+    plain = fuse_into_neighbours(load(qc))
+    plain_flops = 0.0
+    for t in terms:
+        kept = plain.light_cone(t.qubits).gates
+        qubits = set(t.qubits).union(*(plain.gates[k].qubits for k in kept))
+        plain_flops += 2 * state_flops(plain, kept, len(qubits)) + 8.0 * 2.0 ** len(qubits) \
+            * t.weight
+    assert 0 < p.flops < plain_flops
+
+
 def test_tiny_memory_limit_slices_and_gives_the_same_value():
     qc = kicked_ising(N, EDGES, 1.2, 4)
     labels = [label(TERMS[1], N)]

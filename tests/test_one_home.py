@@ -16,7 +16,11 @@ from scipy.stats import unitary_group
 from qsimdist import Network, PlanError
 from qsimdist.frontends import GateCircuit
 from qsimdist.frontends.circuit import Gate, LightCone
-from qsimdist.frontends.one_qubit_fusion import fuse_into_neighbours, fuse_single_qubit_gates
+from qsimdist.frontends.one_qubit_fusion import (
+    fuse_into_neighbours,
+    fuse_keeping_diagonals,
+    fuse_single_qubit_gates,
+)
 from qsimdist.planner.path import PathOptions, find_path
 from qsimdist.planner.plan import (
     SLICE_TARGET_SHARE,
@@ -229,7 +233,8 @@ def test_progress_has_one_protocol():
 
 
 # --------------------------------------------------------------------------- fusion
-@pytest.mark.parametrize("fuser", [fuse_single_qubit_gates, fuse_into_neighbours])
+@pytest.mark.parametrize("fuser", [fuse_single_qubit_gates, fuse_into_neighbours,
+                                   fuse_keeping_diagonals])
 @pytest.mark.parametrize("seed", range(10))
 def test_one_qubit_fusers_keep_the_state_and_never_widen(fuser, seed):
     gc = random_circuit(seed)
@@ -257,7 +262,7 @@ def test_fusers_match_qiskit(seed):
     qc: QuantumCircuit = qiskit_random(5, 6, max_operands=2, seed=seed)
     gc = load(qc)
     sv = Statevector(qc).data.reshape((2,) * 5).transpose(range(4, -1, -1))  # axis q = qubit q
-    for fuser in (fuse_single_qubit_gates, fuse_into_neighbours):
+    for fuser in (fuse_single_qubit_gates, fuse_into_neighbours, fuse_keeping_diagonals):
         np.testing.assert_allclose(statevector(fuser(gc)), sv, atol=1e-10)
 
 

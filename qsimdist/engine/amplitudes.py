@@ -17,19 +17,18 @@ their options and call in here:
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..errors import BitstringError, InvalidInputError, PlanError, shorten
+from ..errors import BitstringError, InvalidInputError, shorten
 from ..frontends import GateCircuit, amplitude_network, load, parse_bitstring
 from ..network import Network
 from ..planner.path import PathOptions
 from ..planner.plan import Plan, make_plan
-from ..planner.simplify import DEFAULT_SEQUENCE, simplify
-from .batching import BATCH_PLAN_SHARE, MAX_STARS, batches
+from ..planner.simplify import DEFAULT_SEQUENCE, simplify_within
+from .batching import MAX_STARS, batches, plan_batch
 from .cache import PLANS
 from .memory import MemoryBudget, check_fits
 from .options import RunOptions
@@ -114,23 +113,6 @@ def check_output(n_open: int, dtype: str, memory_limit, bounded_none: bool = Tru
     check_fits(need, memory_limit, f"the output of {n_open} open qubits alone ({dtype})")
 
 
-def simplify_within(net: Network, seq: str, limit: int | None, dtype: str,
-                    engine: str = "qsimdist") -> Network:
-    """Simplify ``net`` (``engine``: whose passes, see
-    :func:`qsimdist.planner.simplify.simplify`); a cheap network is left as it is only when
-    memory is no concern.
-
-    Simplification also shrinks the leaves every slice loads, so under a
-    memory limit that the unsimplified leaves would crowd, it always runs.
-    """
-    from ..planner.simplify import CHEAP_SIZE
-
-    itemsize = np.dtype(dtype).itemsize
-    leaves = sum(math.prod(net.size_dict[i] for i in t) for t in net.inputs) * itemsize
-    roomy = limit is None or 4 * (leaves + CHEAP_SIZE * itemsize) <= limit
-    return simplify(net, seq, skip_cheap=roomy, engine=engine)
-
-
 def statevector_amplitudes(gc: GateCircuit, bitstrings: list[str], order: str, dtype: str,
                             route: Route, progress,
                             cache: CircuitCache | None = None) -> AmplitudeResult:
@@ -163,28 +145,6 @@ def statevector_amplitudes(gc: GateCircuit, bitstrings: list[str], order: str, d
     if progress is not None:
         progress("amplitudes", 1, 1)
     return AmplitudeResult(bitstrings, values, gc.n_qubits, dtype, order, stats)
-
-
-def plan_batch(net: Network, dtype: str, limit: int | None, opts: PathOptions,
-                chosen: bool) -> Plan:
-    """Plan one contraction; a batch qsimdist chose itself must peak within a quarter of the limit.
-
-    The local executor keeps up to twice the plan's peak in free buffers beside
-    the live peak (executors/local.py BufferPool), and the arrays already held
-    need room too; a batch's width is ours to choose, not the user's. The plan
-    made against the whole limit is kept when its own peak is that small
-    (planning against a quarter can pick a costlier path: 1.3x the FLOPs and
-    8.7 GB of transposes on the n30 reference batches); otherwise the batch is
-    re-planned within the quarter (the path search is cached by structure).
-    """
-    full = make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts)
-    if not chosen or limit is None or BATCH_PLAN_SHARE * full.stats.peak_bytes <= limit:
-        return full
-    try:
-        return make_plan(net, dtype=dtype, memory_limit=limit // BATCH_PLAN_SHARE,
-                         path_options=opts)
-    except PlanError:
-        return full
 
 
 def amplitude_inputs(circuit, bitstrings, dtype: str, order: str,

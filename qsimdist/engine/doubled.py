@@ -6,7 +6,8 @@ rotations between layers of diagonal two-qubit gates (``RZZ``, ``CZ``,
 does all three:
 
 1. **Diagonal gates stay diagonal.** One-qubit gates are never folded into a
-   diagonal multi-qubit gate (:func:`fuse_keeping_diagonals`), and a diagonal
+   diagonal multi-qubit gate
+   (:func:`~qsimdist.frontends.one_qubit_fusion.fuse_keeping_diagonals`), and a diagonal
    gate is built as a tensor on the *current* index of each of its qubits
    (a hyper-index joins the gates before and after it), not as a dense
    ``2^k x 2^k`` block.
@@ -19,9 +20,14 @@ does all three:
    gate touching the cone, so it keeps the last ``RZZ`` layer around a ``Z``
    and, within one commuting layer, gates that only reach the cone through
    gates listed after them.
-3. **Simplification** (:func:`qsimdist.planner.simplify.simplify`, the ``ADCRS``
-   sequence, on qsimdist's own passes) then folds what is left, and index names are made
-   canonical afterwards, so that networks of the same structure share one plan.
+3. **Simplification** (:func:`qsimdist.planner.simplify.simplify_within`, the
+   :data:`SIMPLIFY_SEQUENCE`, on qsimdist's own passes) then folds what is left, and index
+   names are made canonical afterwards, so that networks of the same structure share one
+   plan.
+
+The route is priced on what it contracts (:func:`doubled_price`: each term's diagonal
+cone of the circuit :func:`doubled_circuit` prepares) and each network planned by
+:func:`doubled_plan`; :class:`~qsimdist.engine.expectation.ExpectationEngine` chooses it.
 """
 
 from __future__ import annotations
@@ -31,10 +37,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..frontends.circuit import Gate, GateCircuit
-from ..frontends.one_qubit_fusion import apply_one_qubit, matrix_over
+from ..frontends.circuit import GateCircuit
+from ..frontends.one_qubit_fusion import fuse_keeping_diagonals
+from ..hardware import costs
 from ..network import Network
 from ..network.matrices import is_diagonal
+from ..planner.path import PathOptions
+from ..planner.plan import Plan, make_plan
+from ..planner.simplify import simplify_within
+from .batching import plan_batch
+from .pauli_terms import PauliTerm
+from .router import tn_floor
+from .term_networks import state_flops
 
 #: a one-qubit operator is diagonal in this sense (``I`` is never part of a term)
 DIAGONAL_OPS = frozenset("IZ01")
@@ -43,61 +57,6 @@ DIAGONAL_OPS = frozenset("IZ01")
 def has_diagonal_entanglers(circuit: GateCircuit) -> bool:
     """Whether any multi-qubit gate of ``circuit`` is diagonal."""
     return any(len(g.qubits) > 1 and is_diagonal(g.matrix) for g in circuit.gates)
-
-
-def fuse_keeping_diagonals(circuit: GateCircuit) -> GateCircuit:
-    """An equal circuit with one-qubit gates folded into their neighbours, diagonals kept.
-
-    Like :func:`~qsimdist.frontends.one_qubit_fusion.fuse_into_neighbours`, a run of
-    one-qubit gates joins the next multi-qubit gate on its qubit (after the last
-    one, the previous), but never a diagonal multi-qubit gate unless the run is
-    diagonal too: there it stays a one-qubit gate, so the diagonal gate remains
-    diagonal (a hyper-index in the network). Consecutive multi-qubit gates on the
-    same qubits are multiplied together when both are diagonal or both are not.
-    """
-    pending: dict[int, np.ndarray] = {}
-    out: list[Gate] = []
-    diag: list[bool] = []
-    last: dict[int, int] = {}
-
-    def emit(gate: Gate, is_diag: bool) -> None:
-        out.append(gate)
-        diag.append(is_diag)
-        for q in gate.qubits:
-            last[q] = len(out) - 1
-
-    for g in circuit.gates:
-        if len(g.qubits) == 1:
-            q = g.qubits[0]
-            pending[q] = g.matrix @ pending[q] if q in pending else g.matrix
-            continue
-        gate, g_diag = g, is_diagonal(g.matrix)
-        for q in g.qubits:
-            m = pending.pop(q, None)
-            if m is None:
-                continue
-            if not g_diag or is_diagonal(m):
-                gate = apply_one_qubit(gate, q, m, before=True, name="fused")
-            else:
-                emit(Gate(m, (q,), "fused"), False)
-        prev = {last.get(q) for q in g.qubits}
-        if len(prev) == 1 and None not in prev:
-            j = prev.pop()
-            earlier = out[j]
-            if set(earlier.qubits) == set(g.qubits) and diag[j] == g_diag:
-                out[j] = Gate(gate.matrix @ matrix_over(earlier, gate.qubits), gate.qubits,
-                              "fused")
-                continue
-        emit(gate, g_diag)
-    for q, m in pending.items():
-        j = last.get(q)
-        if j is None or (diag[j] and not is_diagonal(m)):
-            emit(Gate(m, (q,), "fused"), is_diagonal(m))
-        else:
-            out[j] = apply_one_qubit(out[j], q, m, before=False, name="fused")
-    fused = GateCircuit(circuit.n_qubits, global_phase=circuit.global_phase, name=circuit.name)
-    fused.gates = out
-    return fused
 
 
 @dataclass(frozen=True)
@@ -141,15 +100,6 @@ def diagonal_light_cone(circuit: GateCircuit, qubits: Sequence[int], ops: str,
     kept.reverse()
     return DiagonalCone(tuple(kept), tuple(bool(diagonal[k]) for k in kept),
                         tuple(sorted(cone)))
-
-
-def doubled_structure(circuit: GateCircuit, qubits: Sequence[int], cone: DiagonalCone) -> tuple:
-    """The network's structure in local qubit numbers: what a plan depends on before
-    simplification (simplification may still depend on the values)."""
-    local = {q: j for j, q in enumerate(cone.qubits)}
-    return (len(local), tuple(local[q] for q in qubits),
-            tuple((tuple(local[q] for q in circuit.gates[k].qubits), d)
-                  for k, d in zip(cone.gates, cone.diagonal)))
 
 
 def diagonal_doubled_network(circuit: GateCircuit, qubits: Sequence[int], ops: str,
@@ -263,14 +213,65 @@ class DoubledCircuit:
         return canonical_names(net)
 
     def simplified(self, qubits: Sequence[int], ops: str, operators: dict[str, np.ndarray], *,
-                   limit: int | None, dtype: str, seq: str = SIMPLIFY_SEQUENCE) -> Network:
+                   limit: int | None, dtype: str, seq: str = SIMPLIFY_SEQUENCE,
+                   cone: DiagonalCone | None = None) -> Network:
         """The term's doubled network after the ``seq`` simplification (skipped for a
-        network that is cheap as it is and roomy under ``limit``), indices canonical."""
-        from .amplitudes import simplify_within
-
-        net = self.network(qubits, ops, operators)
+        network that is cheap as it is and roomy under ``limit``), indices canonical;
+        ``cone``: the term's cone where already taken (:meth:`cone`)."""
+        net = self.network(qubits, ops, operators, cone)
         simplified = simplify_within(net, seq, limit, dtype)
         return net if simplified is net else canonical_names(simplified)
+
+
+
+def doubled_circuit(circuit: GateCircuit, fuse: bool = True,
+                    fused: GateCircuit | None = None) -> DoubledCircuit:
+    """The circuit the doubled route contracts, prepared once for all terms: ``fused``
+    (``circuit`` fused into neighbours, where the caller made it) as it is where no
+    entangler of ``circuit`` is diagonal, else ``circuit`` fused keeping diagonals
+    (``fuse``) or as it is."""
+    if fused is not None and fuse and not has_diagonal_entanglers(circuit):
+        return DoubledCircuit.of(fused, False)
+    return DoubledCircuit.of(circuit, fuse=fuse)
+
+
+@dataclass(frozen=True)
+class DoubledPrice:
+    """The doubled route's price for some terms, made on what it then contracts: each
+    term's diagonal cone (:meth:`DoubledCircuit.cone`) of the prepared circuit.
+
+    ``flops``: a state of the cone's qubits through its gates, ket and bra, and the term
+    read off it; ``seconds``: those at the tensor-network rate plus the route's floor (the
+    router's unit)."""
+
+    cones: tuple[DiagonalCone, ...]
+    flops: float
+    seconds: float
+
+
+def doubled_price(prepared: DoubledCircuit, terms: Sequence[PauliTerm]) -> DoubledPrice:
+    """The doubled route's :class:`DoubledPrice` for ``terms`` (each with qubits) on
+    ``prepared``; the cones are kept for the run."""
+    circuit = prepared.circuit
+    cones = tuple(prepared.cone(t.qubits, t.ops) for t in terms)
+    flops = sum(2 * state_flops(circuit, c.gates, len(c.qubits)) + 8.0 * 2.0 ** len(c.qubits)
+                * t.weight for t, c in zip(terms, cones))
+    seconds = flops / (8.0 * costs.TN_RATE) + tn_floor(2 * len(circuit.gates), len(terms))
+    return DoubledPrice(cones, flops, seconds)
+
+
+def doubled_plan(net: Network, dtype: str, limit: int | None, opts: PathOptions) -> Plan:
+    """The plan of one term's doubled network under ``limit`` (bytes; ``None``: none):
+    within a quarter of the limit (:func:`~qsimdist.engine.batching.plan_batch`, so the
+    executor's free buffers beside the peak stay within the limit too) where that costs at
+    most twice the work; unsliced or costly plans against the whole limit (more slices of
+    small networks cost Python time per slice, a costly one's slices cost none)."""
+    full = make_plan(net, dtype=dtype, memory_limit=limit, path_options=opts)
+    if limit is None or (full.stats.flops / 8 / costs.SEARCH_RATE
+                         >= costs.SLICED_RESEARCH_SECONDS):
+        return full
+    quarter = plan_batch(net, dtype, limit, opts, True)
+    return quarter if quarter.stats.flops <= 2 * full.stats.flops else full
 
 
 __all__ = [
@@ -280,8 +281,10 @@ __all__ = [
     "DiagonalCone",
     "canonical_names",
     "diagonal_doubled_network",
+    "DoubledPrice",
     "diagonal_light_cone",
-    "doubled_structure",
-    "fuse_keeping_diagonals",
+    "doubled_circuit",
+    "doubled_plan",
+    "doubled_price",
     "has_diagonal_entanglers",
 ]

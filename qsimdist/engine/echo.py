@@ -15,7 +15,8 @@ phase cancels between ``W`` and ``conj(W)``.
 Before the network is built, ``W`` is reduced by exact identities only
 (:func:`echo_cone`), repeated until nothing changes:
 
-1. **Fusion keeping diagonals** (:func:`~qsimdist.engine.doubled.fuse_keeping_diagonals`):
+1. **Fusion keeping diagonals**
+   (:func:`~qsimdist.frontends.one_qubit_fusion.fuse_keeping_diagonals`):
    one-qubit runs folded into neighbours, never into a diagonal gate (``CZ``,
    ``RZZ`` stay hyper-indices); consecutive gates on the same qubits multiplied.
 2. **Gates equal to a phase times the identity** (``CZ`` times ``CZ``, a run of
@@ -55,9 +56,10 @@ from ..config import check_dtype, parse_memory
 from ..errors import InvalidInputError, shorten
 from ..frontends import load
 from ..frontends.circuit import Gate, GateCircuit
+from ..frontends.one_qubit_fusion import fuse_keeping_diagonals
 from ..network import Network
 from ..network.matrices import is_diagonal
-from .doubled import diagonal_light_cone, fuse_keeping_diagonals
+from .doubled import diagonal_light_cone
 
 #: the one-qubit Pauli matrices an observable may hold
 PAULIS: dict[str, np.ndarray] = {

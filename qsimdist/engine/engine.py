@@ -215,7 +215,7 @@ class Engine:
 
         ``dtype``: compute in this dtype instead of ``run.dtype`` (the quimb doors follow
         each network's arrays). ``simplify_sequence``: simplification letters applied first
-        (:func:`~qsimdist.engine.amplitudes.simplify_within`). ``strip_exponent``:
+        (:func:`~qsimdist.planner.simplify.simplify_within`). ``strip_exponent``:
         ``(mantissa, exponent)``, the value ``mantissa * 10**exponent``, the intermediates
         rescaled as the plan runs. The plan run is :attr:`plan` afterwards.
         """
@@ -230,7 +230,7 @@ class Engine:
                 if not run.distributed:
                     run.memory.check_plan(plan)
             else:
-                from .amplitudes import simplify_within
+                from ..planner.simplify import simplify_within
                 from .cache import PLANS
 
                 if simplify_sequence:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -32,6 +32,7 @@ from ..hardware import costs
 from ..network import Network
 from ..planner.path import PathOptions
 from ..planner.plan import Plan
+from .doubled import DoubledPrice, doubled_circuit, doubled_plan, doubled_price
 from .pauli_terms import (
     PAULI_ACTION,
     SINGLE_QUBIT_OPERATORS,
@@ -161,27 +162,18 @@ class ExpectationEngine:
     def _plan_for(self, key: tuple, net: Network, share: bool = False) -> Plan:
         """The process's cached plan for ``net`` (:data:`qsimdist.engine.cache.PLANS`).
 
-        ``share``: plan as a batch qsimdist chose itself (within a quarter of the limit
-        where that costs no refusal, :func:`~qsimdist.engine.amplitudes.plan_batch`), so
-        the executor's free buffers beside the peak stay within the limit too."""
+        ``share``: a doubled network, planned as the doubled route plans it (within a
+        quarter of the limit where that costs no refusal,
+        :func:`~qsimdist.engine.doubled.doubled_plan`), so the executor's free buffers
+        beside the peak stay within the limit too."""
         from .cache import PLANS
 
         build = None
         if share:
-            from ..planner.plan import make_plan
-            from .amplitudes import plan_batch
-
             opts = self._options.path_options
 
             def build(limit: int | None) -> Plan:
-                # within a quarter of the limit where that costs at most twice the
-                # work (more slices of small networks cost Python time per slice)
-                full = make_plan(net, dtype=self.dtype, memory_limit=limit, path_options=opts)
-                if limit is None or (full.stats.flops / 8 / costs.SEARCH_RATE
-                                     >= costs.SLICED_RESEARCH_SECONDS):
-                    return full  # unsliced (distributed), or costly: slices cost no Python
-                quarter = plan_batch(net, self.dtype, limit, opts, True)
-                return quarter if quarter.stats.flops <= 2 * full.stats.flops else full
+                return doubled_plan(net, self.dtype, limit, opts)
 
         # checked against the budget in one process; distributed, made on rank 0 and shared
         plan, reused = PLANS.plan_for(net, self._options, build=build,
@@ -210,10 +202,13 @@ class ExpectationEngine:
         return value
 
     def _choose(self, circuit: GateCircuit, terms: Sequence[PauliTerm],
-                cones: list[tuple[list[int], set[int]]],
+                doubled: Callable[[], DoubledPrice],
                 method: str) -> tuple[str, list[int], set[int], float]:
         """The tensor-network method for these (non-trivial) terms, the union light cone
-        (gates, qubits), and the method's predicted seconds (the router's unit)."""
+        (gates, qubits), and the method's predicted seconds (the router's unit).
+
+        ``doubled()``: the doubled route's price, made on the diagonal cones it contracts
+        (:func:`~qsimdist.engine.doubled.doubled_price`), asked only where it is needed."""
         from .router import tn_floor
 
         union: set[int] = set()
@@ -223,9 +218,6 @@ class ExpectationEngine:
         qubits = set(union)
         for k in kept:
             qubits.update(circuit.gates[k].qubits)
-        doubled = sum(2 * state_flops(circuit, k, len(q)) + 8.0 * 2.0 ** len(q) * t.weight
-                      for t, (k, q) in zip(terms, cones))
-        doubled_s = doubled / (8.0 * costs.TN_RATE) + tn_floor(2 * len(circuit.gates), len(terms))
         m = len(qubits)
         if m <= 40:
             state = (state_flops(circuit, kept, m)
@@ -233,11 +225,23 @@ class ExpectationEngine:
             state_s = state / (8.0 * costs.TN_RATE) + tn_floor(len(circuit.gates), 1)
         else:
             state, state_s = math.inf, math.inf
-        if method in ("doubled", "state"):
-            return method, kept, qubits, doubled_s if method == "doubled" else state_s
-        if len(qubits) > self.state_max_qubits or not state < doubled:
-            return "doubled", kept, qubits, doubled_s
+        if method == "state":
+            return method, kept, qubits, state_s
+        price = doubled()
+        if method == "doubled" or len(qubits) > self.state_max_qubits \
+                or not state < price.flops:
+            return "doubled", kept, qubits, price.seconds
         return "state", kept, qubits, state_s
+
+    def _doubled_circuit(self, circuit: GateCircuit, fused: GateCircuit | None = None):
+        """The doubled route's prepared circuit (:func:`~qsimdist.engine.doubled.doubled_circuit`),
+        made once for the same circuit object as the last call."""
+        held = self._doubled
+        if held is not None and held[0]() is circuit and held[1] == self.fuse:
+            return held[2]
+        prepared = doubled_circuit(circuit, self.fuse, fused)
+        self._doubled = (weakref.ref(circuit), self.fuse, prepared)
+        return prepared
 
     def held_state(self, circuit: GateCircuit):
         """``(state, fused)`` kept from the last statevector run of this very circuit object
@@ -416,19 +420,24 @@ class ExpectationEngine:
 
         def prepared() -> dict:
             """The tensor-network side, made where it is named, priced or run: the circuit
-            fused, each live term's light cone, the cheapest method."""
+            fused, each live term's light cone, the cheapest method (the doubled route
+            priced on its prepared circuit's cones, kept for its run)."""
             if not side:
                 fused = fuse_into_neighbours(original) if self.fuse else original
-                cones = []
                 for i in live:
-                    kept = fused.light_cone(terms[i].qubits).gates
                     qubits = set(terms[i].qubits)
-                    for k in kept:
+                    for k in fused.light_cone(terms[i].qubits).gates:
                         qubits.update(fused.gates[k].qubits)
-                    cones.append((kept, qubits))
                     st.max_light_cone_qubits = max(st.max_light_cone_qubits, len(qubits))
                 side["circuit"] = fused
-                side["choice"] = self._choose(fused, live_terms, cones, self.method)
+
+                def doubled() -> DoubledPrice:
+                    if "doubled" not in side:
+                        ready = self._doubled_circuit(original, fused)
+                        side["doubled"] = (ready, doubled_price(ready, live_terms))
+                    return side["doubled"][1]
+
+                side["choice"] = self._choose(fused, live_terms, doubled, self.method)
             return side
 
         if self.method in ("auto", "statevector"):
@@ -502,31 +511,23 @@ class ExpectationEngine:
                     values[i] = term_on_state(state, axes, t.ops)
             st.state_terms += len(live)
             return values
-        self._doubled_values(original, terms, live, values, side.get("circuit"))
+        self._doubled_values(terms, live, values, side["doubled"])
         return values
 
-    def _doubled_values(self, circuit: GateCircuit, terms: Sequence[PauliTerm],
-                        live: list[int], values: np.ndarray, fused=None) -> None:
+    def _doubled_values(self, terms: Sequence[PauliTerm], live: list[int], values: np.ndarray,
+                        priced: tuple) -> None:
         """Each live term on its own doubled network (:mod:`qsimdist.engine.doubled`), one
-        plan per structure; ``fused`` (fused into neighbours) is taken as it is where no
-        entangler is diagonal."""
+        plan per structure; ``priced``: ``(prepared circuit, DoubledPrice)`` of the live
+        terms as the choice made them: their cones are the ones contracted."""
         from .cache import structure_key
-        from .doubled import DoubledCircuit, has_diagonal_entanglers
 
-        held = self._doubled
-        if held is not None and held[0]() is circuit and held[1] == self.fuse:
-            prepared = held[2]  # the same circuit object as the last call: prepared once
-        else:
-            plain = fused is not None and self.fuse and not has_diagonal_entanglers(circuit)
-            prepared = DoubledCircuit.of(fused, False) if plain else DoubledCircuit.of(
-                circuit, fuse=self.fuse)
-            self._doubled = (weakref.ref(circuit), self.fuse, prepared)
+        prepared, price = priced
         st = self.stats
-        for i in live:
+        for i, cone in zip(live, price.cones):
             t0 = time.perf_counter()
             term = terms[i]
             net = prepared.simplified(term.qubits, term.ops, SINGLE_QUBIT_OPERATORS,
-                                      limit=self._limit, dtype=self.dtype)
+                                      limit=self._limit, dtype=self.dtype, cone=cone)
             key = ("doubled", structure_key(net))
             values[i] = complex(self._contract(key, net, t0, share=True).reshape(-1)[0]).real
         st.doubled_terms += len(live)

@@ -16,6 +16,7 @@ import dataclasses
 
 import numpy as np
 
+from ..network.matrices import is_diagonal
 from .circuit import Gate, GateCircuit
 
 
@@ -113,4 +114,59 @@ def fuse_into_neighbours(circuit: GateCircuit) -> GateCircuit:
             out[j] = apply_one_qubit(out[j], q, m, before=False)
     fused = GateCircuit(circuit.n_qubits, global_phase=circuit.global_phase, name=circuit.name)
     fused.gates = [g for g in out if g is not None]
+    return fused
+
+
+def fuse_keeping_diagonals(circuit: GateCircuit) -> GateCircuit:
+    """An equal circuit with one-qubit gates folded into their neighbours, diagonals kept.
+
+    Like :func:`fuse_into_neighbours`, a run of
+    one-qubit gates joins the next multi-qubit gate on its qubit (after the last
+    one, the previous), but never a diagonal multi-qubit gate unless the run is
+    diagonal too: there it stays a one-qubit gate, so the diagonal gate remains
+    diagonal (a hyper-index in the network). Consecutive multi-qubit gates on the
+    same qubits are multiplied together when both are diagonal or both are not.
+    """
+    pending: dict[int, np.ndarray] = {}
+    out: list[Gate] = []
+    diag: list[bool] = []
+    last: dict[int, int] = {}
+
+    def emit(gate: Gate, is_diag: bool) -> None:
+        out.append(gate)
+        diag.append(is_diag)
+        for q in gate.qubits:
+            last[q] = len(out) - 1
+
+    for g in circuit.gates:
+        if len(g.qubits) == 1:
+            q = g.qubits[0]
+            pending[q] = g.matrix @ pending[q] if q in pending else g.matrix
+            continue
+        gate, g_diag = g, is_diagonal(g.matrix)
+        for q in g.qubits:
+            m = pending.pop(q, None)
+            if m is None:
+                continue
+            if not g_diag or is_diagonal(m):
+                gate = apply_one_qubit(gate, q, m, before=True, name="fused")
+            else:
+                emit(Gate(m, (q,), "fused"), False)
+        prev = {last.get(q) for q in g.qubits}
+        if len(prev) == 1 and None not in prev:
+            j = prev.pop()
+            earlier = out[j]
+            if set(earlier.qubits) == set(g.qubits) and diag[j] == g_diag:
+                out[j] = Gate(gate.matrix @ matrix_over(earlier, gate.qubits), gate.qubits,
+                              "fused")
+                continue
+        emit(gate, g_diag)
+    for q, m in pending.items():
+        j = last.get(q)
+        if j is None or (diag[j] and not is_diagonal(m)):
+            emit(Gate(m, (q,), "fused"), is_diagonal(m))
+        else:
+            out[j] = apply_one_qubit(out[j], q, m, before=False, name="fused")
+    fused = GateCircuit(circuit.n_qubits, global_phase=circuit.global_phase, name=circuit.name)
+    fused.gates = out
     return fused

@@ -26,6 +26,8 @@ microseconds.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import InvalidInputError
@@ -115,3 +117,18 @@ def simplify(net: Network, seq: str = DEFAULT_SEQUENCE, atol: float = 1e-12,
     for t in tensors:
         size_dict.update(zip(t.inds, t.shape))
     return Network([t.inds for t in tensors], net.output, size_dict, arrays, dict(net.meta))
+
+
+def simplify_within(net: Network, seq: str, limit: int | None, dtype: str,
+                    engine: str = "qsimdist") -> Network:
+    """Simplify ``net`` (``engine``: whose passes, see :func:`simplify`); a cheap network is
+    left as it is only when memory is no concern.
+
+    Simplification also shrinks the leaves every slice loads, so under a
+    memory limit (bytes per process, ``None``: none) that the unsimplified leaves
+    would crowd, it always runs.
+    """
+    itemsize = np.dtype(dtype).itemsize
+    leaves = sum(math.prod(net.size_dict[i] for i in t) for t in net.inputs) * itemsize
+    roomy = limit is None or 4 * (leaves + CHEAP_SIZE * itemsize) <= limit
+    return simplify(net, seq, skip_cheap=roomy, engine=engine)
