@@ -36,6 +36,44 @@ def test_no_import_cycles():
     assert tool.sccs(g) == []
 
 
+def test_the_tool_reports_run_time_cycles_and_type_only_imports_apart(capsys):
+    """On the package: 0 run-time cycles; the type-only imports (under ``if TYPE_CHECKING:``)
+    counted on their own line, each listed, with the cycles they would close if they ran."""
+    tool, edges, _, _ = _graph()
+    mods = tool._modules(ROOT / "qsimdist")
+    typed = tool.type_only_graph(mods)
+    assert tool.main(["import_graph", str(ROOT)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "run-time cycles: 0"
+    n_typed = sum(len(ts) for ts in typed.values())
+    assert n_typed > 0 and f"type-only imports: {n_typed}" in lines
+    closed = tool.closed_by_type_only(edges, typed, mods)
+    assert f"cycles closed by type-only imports: {len(closed)}" in lines
+
+
+def test_a_cycle_closed_only_by_a_type_only_import_is_reported_apart(tmp_path, capsys):
+    """``a`` imports ``b`` at run time; ``b`` imports ``a`` only for annotations: no
+    run-time cycle, one type-only import, and the cycle it would close named."""
+    tool = _tool()
+    _fake_package(tmp_path, {
+        "__init__.py": "",
+        "a.py": "from .b import x\n",
+        "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                "    from .a import y\nx = 1\n",
+    })
+    assert tool.main(["import_graph", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "run-time cycles: 0\n" in out
+    assert "type-only imports: 1\n   ('qsimdist.b', 'qsimdist.a')\n" in out
+    assert "cycles closed by type-only imports: 1\n   ['qsimdist.a', 'qsimdist.b']\n" in out
+    # the same import at run time: a run-time cycle, and no type-only import left
+    (tmp_path / "qsimdist" / "b.py").write_text("from .a import y\nx = 1\n")
+    assert tool.main(["import_graph", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "run-time cycles: 1\n" in out and "type-only imports: 0\n" in out
+    assert "cycles closed by type-only imports: 0\n" in out
+
+
 def _fake_package(root: Path, files: dict[str, str]) -> dict[str, Path]:
     for name, text in files.items():
         path = root / "qsimdist" / name
@@ -279,6 +317,7 @@ def test_type_checking_imports_are_skipped(tmp_path):
     tool = _tool()
     edges, private = tool.graph(tool._modules(pkg))
     assert edges == {"qsimdist.a": {"qsimdist.b"}} and private == []
+    assert tool.type_only_graph(tool._modules(pkg)) == {"qsimdist.b": {"qsimdist.a"}}
     (pkg / "b.py").write_text("from .a import _y\nx = 1\n")
     edges, private = tool.graph(tool._modules(pkg))
     assert tool.sccs(edges) and private == [("qsimdist.b", "qsimdist.a", "_y")]

@@ -5,8 +5,8 @@
 Reads every module under ``REPO_ROOT/qsimdist`` (default: this script's
 repository) with :mod:`ast`, without importing anything, and prints
 
-* ``cycles:`` the strongly connected components of the import graph as Python
-  runs it (:func:`runtime_graph`), counting imports at any level (inside
+* ``run-time cycles:`` the strongly connected components of the import graph as
+  Python runs it (:func:`runtime_graph`), counting imports at any level (inside
   functions too). Every edge counts: a package's face (``pkg/__init__.py``)
   importing its own submodules, and a submodule importing its parent's face.
   Importing ``a.b.c`` also runs the faces ``a.b`` and ``a`` first, so a module
@@ -20,8 +20,11 @@ repository) with :mod:`ast`, without importing anything, and prints
   under ``qsimdist.executors`` (other than the package's face) by a module
   outside it (``tests/test_import_graph.py`` also reads hidden imports by name).
 
-Imports under ``if TYPE_CHECKING:`` (or ``if typing.TYPE_CHECKING:``) are
-skipped: they are for annotations only and never run.
+* ``type-only imports:`` the imports under ``if TYPE_CHECKING:`` (or
+  ``if typing.TYPE_CHECKING:``), counted apart, one per (importer, imported module):
+  they are for annotations only and never run, so they close no run-time cycle and no
+  other line counts them; ``cycles closed by type-only imports:`` the cycles the graph
+  would have if they ran (:func:`type_only_graph`), those the run-time graph lacks.
 """
 
 import ast
@@ -64,14 +67,24 @@ def _resolve(mods, mod: str, node: ast.ImportFrom) -> str | None:
 
 
 def graph(mods):
-    """(edges module -> imported modules, private imports (module, from, name))."""
+    """(edges module -> imported modules, private imports (module, from, name)), imports
+    under ``if TYPE_CHECKING:`` left out (see :func:`type_only_graph`)."""
+    return _scan(mods, type_only=False)
+
+
+def type_only_graph(mods) -> dict[str, set[str]]:
+    """Edges module -> imported modules of the imports under ``if TYPE_CHECKING:`` only."""
+    return _scan(mods, type_only=True)[0]
+
+
+def _scan(mods, type_only: bool):
     edges: dict[str, set[str]] = {}
     private = []
     for m, p in mods.items():
         tree = ast.parse(p.read_text())
         skip = _type_checking_nodes(tree)
         for node in ast.walk(tree):
-            if id(node) in skip:
+            if (id(node) in skip) != type_only:
                 continue
             targets = []
             if isinstance(node, ast.ImportFrom):
@@ -151,14 +164,31 @@ def sccs(g):
     return out
 
 
+def closed_by_type_only(edges, typed, mods) -> list[list[str]]:
+    """The cycles (sorted components) the run-time graph would have if the type-only
+    imports ``typed`` ran too, less those it has without them."""
+    both = {m: set(edges.get(m, ())) | set(typed.get(m, ())) for m in set(edges) | set(typed)}
+    have = {frozenset(c) for c in sccs(runtime_graph(edges, mods))}
+    return sorted(sorted(c) for c in sccs(runtime_graph(both, mods)) if frozenset(c) not in have)
+
+
 def main(argv: list[str]) -> int:
     repo = pathlib.Path(argv[1]) if len(argv) > 1 else pathlib.Path(__file__).resolve().parents[1]
     mods = _modules(repo / "qsimdist")
     edges, private = graph(mods)
     cyc = sccs(runtime_graph(edges, mods))
-    print("cycles:", len(cyc))
+    print("run-time cycles:", len(cyc))
     for comp in cyc:
         print("  ", sorted(comp))
+    typed = type_only_graph(mods)
+    print("type-only imports:", sum(len(ts) for ts in typed.values()))
+    for m in sorted(typed):
+        for t in sorted(typed[m]):
+            print("  ", (m, t))
+    closed = closed_by_type_only(edges, typed, mods)
+    print("cycles closed by type-only imports:", len(closed))
+    for comp in closed:
+        print("  ", comp)
     up = [(m, t) for m, ts in edges.items() for t in ts
           if m.startswith("qsimdist.planner") and t.startswith("qsimdist.executors")]
     print("planner->executors:", up)
