@@ -21,7 +21,6 @@ import numpy as np
 
 from ..frontends import GateCircuit
 from ..frontends.qiskit_circuit import recording_definitions
-from .binding_sweep import sweep_term_values
 
 if TYPE_CHECKING:
     from ..frontends.parametric import ParametricCircuit
@@ -190,6 +189,8 @@ def label_groups(engine: Engine, pub: EstimatePub,
 def _set_values(engine: Engine, pub: EstimatePub, done: _Batched | None):
     """``(set, its observables, {label: value})`` for every parameter set of a static pub
     (those the call's batched passes found, ``done``, as found there)."""
+    from .binding_sweep import sweep_term_values  # (read at call time: a test counts passes)
+
     pairs = pub.pairs()
     known = None if done is None else done.values
     if known:
@@ -227,6 +228,8 @@ def call_batches(engine: Engine, pubs: list[EstimatePub]) -> list[_Batched | Non
     static pubs with a template, where two or more pubs share them and the pass is taken
     (:func:`~qsimdist.engine.binding_sweep.sweep_term_values`); per pub, what was found
     (``None``: nothing, the pub runs alone)."""
+    from .binding_sweep import sweep_term_values
+
     service = engine.terms
     groups: dict[tuple, list] = {}  # (template, labels) -> [(pub, sets, rows, terms)]
     out: list[_Batched | None] = [None] * len(pubs)
