@@ -302,7 +302,8 @@ def test_quimbs_other_letters_still_go_to_quimb():
 
 def test_unknown_letters_are_refused_in_one_line():
     net = random_circuit_net(4, 2, seed=0)
-    with pytest.raises(InvalidInputError, match=r"unknown simplification letters 'XZ'.*valid: A D C R S E"):
+    with pytest.raises(InvalidInputError,
+                       match=r"unknown simplification letters 'XZ'.*valid: A D C R S E"):
         simplify(net, "ADXZ", skip_cheap=False)
 
 
