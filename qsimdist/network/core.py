@@ -18,14 +18,31 @@ Index = str
 class Network:
     """A tensor network in cotengra's form.
 
-    Attributes:
-        inputs: one tuple of index names per tensor.
-        output: the open indices, in the order of the result's axes.
-        size_dict: extent of every index.
-        arrays: one array per tensor (shape matching its indices), or ``None``
-            for a structure-only network (e.g. a cotengra benchmark file).
+    An index on three or more tensors (a hyper-index) is allowed everywhere. Index
+    names are kept as ``str`` and extents as ``int``; the network is checked
+    (:meth:`validate`) when it is built.
 
-    An index on three or more tensors (a hyper-index) is allowed everywhere.
+    Parameters
+    ----------
+    inputs : sequence of sequence of str
+        One tuple of index names per tensor.
+    output : sequence of str
+        The open indices, in the order of the result's axes.
+    size_dict : dict of str to int
+        Extent of every index (an integer >= 1).
+    arrays : list of array, optional
+        One array per tensor (shape matching its indices), or ``None`` (the
+        default) for a structure-only network (e.g. a cotengra benchmark file).
+    meta : dict, optional
+        Metadata carried with the network, e.g. ``"exponent"`` (log10 of a factor
+        the contracted value is multiplied by, see :func:`qsimdist.contract`).
+
+    Raises
+    ------
+    InvalidInputError
+        An extent is not an integer >= 1, an index has no extent, a tensor repeats
+        an index, the output names an index on no tensor or repeats one, or the
+        arrays do not match the tensors in number or shape.
     """
 
     inputs: tuple[tuple[Index, ...], ...]
@@ -53,7 +70,26 @@ class Network:
                   meta: dict | None = None) -> Network:
         """A network built by qsimdist itself from one already checked (a renaming, a
         subnetwork): fields taken as given, ``str`` names and ``int`` extents, without
-        :meth:`validate` (milliseconds per network; an estimator call builds one per term)."""
+        :meth:`validate` (milliseconds per network; an estimator call builds one per term).
+
+        Parameters
+        ----------
+        inputs : sequence of sequence of str
+            One sequence of index names per tensor (made tuples, names not converted).
+        output : sequence of str
+            The open indices.
+        size_dict : dict of str to int
+            Extent of every index, kept as given (not copied).
+        arrays : list of array, optional
+            One array per tensor, or ``None`` for a structure-only network.
+        meta : dict, optional
+            Metadata (default: an empty dict).
+
+        Returns
+        -------
+        Network
+            The network, not validated.
+        """
         net = cls.__new__(cls)
         net.inputs = tuple(tuple(t) for t in inputs)
         net.output = tuple(output)
@@ -162,7 +198,20 @@ class Network:
         return hashlib.sha256(blob).hexdigest()
 
     def with_random_arrays(self, seed: int = 0, dtype: str = "complex128") -> Network:
-        """A copy with seeded Gaussian arrays (for structure-only benchmark networks)."""
+        """A copy with seeded Gaussian arrays (for structure-only benchmark networks).
+
+        Parameters
+        ----------
+        seed : int, default 0
+            Seed of the ``numpy.random.default_rng`` the entries are drawn from.
+        dtype : str, default "complex128"
+            The arrays' dtype; a complex dtype gets Gaussian real and imaginary parts.
+
+        Returns
+        -------
+        Network
+            A new network of the same structure and metadata with those arrays.
+        """
         rng = np.random.default_rng(seed)
         arrays = []
         for shape in self.shapes:
@@ -184,7 +233,23 @@ class Network:
         return lhs + "->" + "".join(names[i] for i in self.output)
 
     def contract_reference(self, dtype: str = "complex128") -> np.ndarray:
-        """Contract with cotengra's own contractor (a reference for tests)."""
+        """Contract with cotengra's own contractor (a reference for tests).
+
+        Parameters
+        ----------
+        dtype : str, default "complex128"
+            The dtype the arrays are cast to before contracting.
+
+        Returns
+        -------
+        numpy.ndarray
+            The contracted value, axes in the order of :attr:`output`.
+
+        Raises
+        ------
+        InvalidInputError
+            The network has no arrays.
+        """
         import cotengra as ctg
 
         if self.arrays is None:

@@ -175,6 +175,28 @@ def load_network(path: str | os.PathLike, arrays: str | os.PathLike | None = Non
     Both files are untrusted: only regular files under the size cap are read
     (``$QSIMDIST_MAX_FILE_BYTES``), the JSON is validated field by field and
     the arrays' headers are checked before anything is allocated.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The network's JSON file: an object with ``inputs`` (a list of index
+        lists), ``output`` (a list of indices) and ``size_dict`` (index to integer
+        extent); index names are strings or integers.
+    arrays : str or os.PathLike, optional
+        An ``.npz`` file holding ``arr_0 .. arr_{n-1}``, one array per tensor.
+        Default: ``path`` with its suffix replaced by ``.npz``, read where it exists.
+
+    Returns
+    -------
+    Network
+        The network, with arrays where an arrays file was read.
+
+    Raises
+    ------
+    CircuitParseError
+        A file is missing, not a regular file, over the size cap, not valid JSON
+        or not a readable ``.npz``, or its fields or arrays do not make a valid
+        network (the message names the file).
     """
     path = Path(path)
     raw = read_regular_bytes(path, "network JSON", CircuitParseError)
@@ -192,7 +214,22 @@ def load_network(path: str | os.PathLike, arrays: str | os.PathLike | None = Non
 
 
 def save_network(net: Network, path: str | os.PathLike) -> Path:
-    """Write ``net`` as JSON (and its arrays as ``<path>.npz``), atomically."""
+    """Write ``net`` as JSON (and its arrays as ``<path>.npz``), atomically.
+
+    Parameters
+    ----------
+    net : Network
+        The network; its ``inputs``, ``output`` and ``size_dict`` go to the JSON
+        file (``meta`` is not written).
+    path : str or os.PathLike
+        The JSON file to write. A network with arrays also writes them to ``path``
+        with its suffix replaced by ``.npz`` (what :func:`load_network` reads).
+
+    Returns
+    -------
+    pathlib.Path
+        The JSON file written.
+    """
     path = Path(path)
     data = {
         "inputs": [list(t) for t in net.inputs],
