@@ -56,27 +56,47 @@ SLICING_MODES = ("after", "aware")
 class PathOptions:
     """How hard to search for a contraction path.
 
-    Attributes:
-        max_repeats: trials of the hyper-optimiser (``None``: by network size,
-            8 up to 100 tensors, 32 above, fewer where the greedy contraction is
-            too cheap to pay for them). A network whose greedy path needs at most
-            :data:`NO_SEARCH_COST` multiply-adds keeps it: no trial is run.
-        max_time: wall-clock budget in seconds (``None``: trials only).
-        methods: cotengra path methods (``None``: cotengra's default, greedy + kahypar).
-        minimize: cotengra objective (``flops``, ``size``, ``write``, ``combo``).
-        parallel: let cotengra use a process pool (``True`` or a number of processes).
-        cache: read and write the structure-keyed path cache.
-        reconfigure: refine each trial by cotengra's subtree reconfiguration.
-        seed: seed of every random choice in the search. With ``max_time=None``
-            and ``parallel=False`` the same network, options and library versions
-            give the same path.
-        slicing: how a search with a slicing target (a memory limit the unsliced path
-            does not fit) slices: ``"after"`` (default) searches unsliced trees and
-            scores each round's best by its cost once sliced to the target, searching on
-            while that sliced cost pays for it; ``"aware"`` lets cotengra slice and
-            reconfigure inside every trial (slower trials: on the 127-qubit kicked-Ising
-            networks it found trees 10^3 times costlier in the same time, on random
-            circuits it can pay).
+    Every door takes these as ``path_options``: a ``PathOptions`` or a dict of its
+    fields (see :meth:`coerce`).
+
+    Parameters
+    ----------
+    max_repeats : int, optional
+        Trials of the hyper-optimiser, >= 1 (``None``: by network size, 8 up to
+        100 tensors, 32 above, fewer where the greedy contraction is too cheap to
+        pay for them). A network whose greedy path needs at most
+        :data:`NO_SEARCH_COST` multiply-adds keeps it: no trial is run.
+    max_time : float, optional
+        Wall-clock budget in seconds, > 0 (``None``: trials only).
+    methods : tuple of str, optional
+        cotengra path methods (``None``: cotengra's default, greedy + kahypar).
+    minimize : str, default "flops"
+        cotengra objective: ``flops``, ``size``, ``write``, ``combo`` or ``limit``
+        (with a cotengra suffix such as ``combo-256`` where it takes one).
+    parallel : bool or int, default False
+        Let cotengra use a process pool (``True`` or a number of processes).
+    cache : bool, default True
+        Read and write the structure-keyed path cache.
+    reconfigure : bool, default True
+        Refine each trial by cotengra's subtree reconfiguration.
+    seed : int, default 0
+        Seed (an integer >= 0) of every random choice in the search. With
+        ``max_time=None`` and ``parallel=False`` the same network, options and
+        library versions give the same path.
+    slicing : {"after", "aware"}
+        How a search with a slicing target (a memory limit the unsliced path does
+        not fit) slices: ``"after"`` (default) searches unsliced trees and scores
+        each round's best by its cost once sliced to the target, searching on while
+        that sliced cost pays for it; ``"aware"`` lets cotengra slice and
+        reconfigure inside every trial (slower trials: on the 127-qubit
+        kicked-Ising networks it found trees 10^3 times costlier in the same time,
+        on random circuits it can pay).
+
+    Raises
+    ------
+    InvalidInputError
+        A field outside its valid values (a negative seed, ``max_repeats < 1``,
+        ``max_time <= 0``, an unknown ``slicing`` mode or objective).
     """
 
     max_repeats: int | None = None
@@ -108,11 +128,27 @@ class PathOptions:
     @classmethod
     def coerce(cls, value=None, max_time: float | None = None,
                max_repeats: int | None = None) -> PathOptions:
-        """The one way a door turns what it was given into path options: ``None`` (the
-        defaults), a ``PathOptions`` or a dict of its fields, with ``max_time`` /
-        ``max_repeats`` (where not ``None``) replacing the fields of those names.
+        """The one way a door turns what it was given into path options.
 
-        Raises InvalidInputError for an unknown key or another type, naming the valid keys.
+        Parameters
+        ----------
+        value : PathOptions or dict, optional
+            ``None`` (the defaults), a ``PathOptions`` or a dict of its fields.
+        max_time : float, optional
+            Where not ``None``, replaces the ``max_time`` field.
+        max_repeats : int, optional
+            Where not ``None``, replaces the ``max_repeats`` field.
+
+        Returns
+        -------
+        PathOptions
+            The options (``value`` itself where nothing is replaced).
+
+        Raises
+        ------
+        InvalidInputError
+            An unknown key, another type, or a field outside its valid values; the
+            message names the valid keys.
         """
         valid = ", ".join(f.name for f in fields(cls))
         if value is None:

@@ -9,7 +9,6 @@ are validated field by field before anything runs.
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import os
@@ -26,6 +25,7 @@ from ..memory_limit import out_of_memory
 from ..network import Network
 from .lifetime import Layouts, Step, lifetime_order
 from .path import PathOptions, find_path
+from .plan_fields import check_meta, clip_message, decode_array, encode_array
 from .registry import get_executor, read_schedule
 from .slicing import slice_path
 
@@ -62,7 +62,36 @@ class PlanStats:
 
 @dataclass
 class Plan:
-    """An executable contraction plan. See the module docstring."""
+    """An executable contraction plan (see the module docstring): :func:`qsimdist.plan`
+    makes one, :meth:`load` reads one back.
+
+    Attributes
+    ----------
+    network : Network
+        The (simplified) network, with its arrays where it has them.
+    path : list of tuple of (int, int)
+        The SSA contraction path, in cotengra's convention.
+    sliced : list of str
+        The sliced indices.
+    dtype : str
+        The dtype the plan runs in.
+    leaf_modes, leaf_sum : list of tuple of str
+        Per input tensor: its mode order; the indices summed before the first step.
+    steps : list of Step
+        Per step: operand and output mode orders, GEMM sizes, FLOPs, bytes, live memory.
+    stats : PlanStats
+        Totals over the whole contraction (all slices).
+    meta : dict
+        The network's metadata (for a circuit: ``bitstring``, ``n_qubits``, ``order``).
+    schedule : Schedule or None
+        A distributed schedule (``qsimdist.planner.distribution.Schedule``) or ``None``.
+    kept : tuple of int
+        Step outputs (SSA node ids) the local executor keeps from one slice to the
+        next (:func:`with_local_reuse`); their bytes are in the peak.
+    workspace : dict
+        Free buffers the local executor keeps between runs of this plan, by array
+        module and dtype (never saved, compared or shown; see :meth:`release_workspace`).
+    """
 
     network: Network
     path: list[tuple[int, int]]
@@ -73,13 +102,8 @@ class Plan:
     steps: list[Step]
     stats: PlanStats
     meta: dict = field(default_factory=dict)
-    #: a distributed schedule (qsimdist.planner.distribution.Schedule) or None
     schedule: object | None = None
-    #: step outputs (SSA node ids) the local executor keeps from one slice to the next
-    #: (qsimdist.planner.plan.with_local_reuse); their bytes are in the peak
     kept: tuple[int, ...] = ()
-    #: free buffers the local executor keeps between runs of this plan, by array
-    #: module and dtype (never saved, compared or shown; see executors.local.execute)
     workspace: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
@@ -99,12 +123,24 @@ class Plan:
                 **options):
         """Contract; the result's axes follow ``network.output``.
 
-        ``executor="mpi"`` runs the plan's distributed schedule over MPI ranks
-        (``options``: ``comm``, ``memory_limit``, ``stats``). Executors are looked up
-        in :mod:`qsimdist.planner.registry`, which :mod:`qsimdist.executors` fills.
+        Parameters
+        ----------
+        backend : {"numpy", "cupy"}
+            The array library.
+        progress : callable, optional
+            ``progress("slices", done, total)``, called as slices finish.
+        executor : {"local", "mpi"}
+            ``"mpi"`` runs the distributed schedule over MPI ranks (executors are
+            looked up in :mod:`qsimdist.planner.registry`).
+        **options
+            The executor's keywords (``gemm``, ``strip_exponent``; ``comm``,
+            ``memory_limit``, ``stats`` under MPI).
 
-        Raises :class:`~qsimdist.errors.OutOfMemoryError` (one line: the allocation, the
-        plan's peak, the limit) where the host cannot give what the plan was made within.
+        Raises
+        ------
+        OutOfMemoryError
+            Where the host cannot give what the plan was made within (one line: the
+            allocation, the plan's peak, the limit).
         """
         run = get_executor(executor)
         try:
@@ -167,6 +203,13 @@ class Plan:
 
     # ------------------------------------------------------------------ io
     def to_dict(self, include_arrays: bool = True) -> dict:
+        """The plan as JSON data (what :meth:`save` writes, :meth:`from_dict` reads).
+
+        Parameters
+        ----------
+        include_arrays : bool, default True
+            Include the network's arrays (base64, under ``network.arrays``).
+        """
         net = self.network
         d = {
             "schema": SCHEMA,
@@ -190,25 +233,52 @@ class Plan:
         if self.schedule is not None:
             d["distribution"] = self.schedule.to_dict()
         if include_arrays and net.arrays is not None:
-            d["network"]["arrays"] = [_encode_array(a) for a in net.arrays]
+            d["network"]["arrays"] = [encode_array(a) for a in net.arrays]
         return d
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the plan as JSON, atomically (a temporary file renamed into place)."""
+        """Write the plan as JSON, atomically (a temporary file renamed into place).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file to write; returned as a ``pathlib.Path``.
+        """
         return atomic_write_text(path, json.dumps(self.to_dict()))
 
     @classmethod
     def from_dict(cls, d: object, source: str = "plan") -> Plan:
         """A plan from its JSON data, validated field by field; a saved distributed
-        schedule is replayed against it. ``source`` names the data in messages."""
+        schedule is replayed against it.
+
+        Parameters
+        ----------
+        d : dict
+            The data :meth:`to_dict` gives.
+        source : str, default "plan"
+            Names the data in error messages.
+
+        Raises
+        ------
+        PlanFormatError
+            A wrong schema or version, or a bad field (one line naming it).
+        """
         return _read_plan(d, source)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Plan:
         """Read a plan file; only a regular file under the size cap is read.
 
-        A FIFO, device, folder, symlink loop, oversized file, invalid or too
-        deeply nested JSON, or a bad field gives one :class:`PlanFormatError` line.
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A plan file (``qsimdist plan -o``, :meth:`save`).
+
+        Raises
+        ------
+        PlanFormatError
+            A missing file, FIFO, device, folder, symlink loop, oversized file,
+            invalid or too deeply nested JSON, or a bad field (one line).
         """
         from .._fileio import read_regular_bytes
         from ..network.io import parse_json_text
@@ -219,84 +289,6 @@ class Plan:
         raw = read_regular_bytes(path, "qsimdist plan", PlanFormatError)
         data = parse_json_text(raw, str(path), "the plan", PlanFormatError)
         return _read_plan(data, str(path))
-
-
-def _encode_array(a: np.ndarray) -> dict:
-    a = np.asarray(a, order="C")  # not ascontiguousarray, which makes a 0-d array 1-d
-    return {
-        "dtype": a.dtype.str,
-        "shape": list(a.shape),
-        "data": base64.b64encode(a.tobytes()).decode("ascii"),
-    }
-
-
-def _clip(value: object, limit: int = 200) -> str:
-    """An exception's text cut to ``limit`` characters (it may echo a huge user value)."""
-    text = str(value)
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} chars)"
-
-
-def _decode_array(d: dict, where: str) -> np.ndarray:
-    try:
-        dtype = np.dtype(d["dtype"])
-        if dtype.kind not in "fc" or dtype.hasobject:
-            raise ValueError(f"dtype {dtype} is not a real or complex float")
-        shape = tuple(int(x) for x in d["shape"])
-        raw = base64.b64decode(d["data"], validate=True)
-        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PlanFormatError(f"{where}: bad array ({_clip(exc)})") from None
-
-
-def _check_meta(meta: object, source: str, n_open: int | None = None) -> None:
-    """Validate a plan file's ``meta``: an object whose known keys have valid values.
-
-    ``bitstring`` is a string of 0, 1 and ``*`` (``n_qubits`` characters when
-    that is given, one ``*`` per open output index when ``n_open`` is given),
-    ``n_qubits`` a non-negative integer, ``order`` qiskit or natural; other
-    keys pass unchecked. A missing or null ``meta`` is an empty one.
-    """
-    from ..config import ORDERS
-    from ..errors import shorten
-
-    if meta is None:
-        return
-    if not isinstance(meta, dict):
-        raise PlanFormatError(f"{source}: field 'meta' must be a JSON object, got {shorten(meta)}")
-    n_qubits = meta.get("n_qubits")
-    if "n_qubits" in meta and (
-        not isinstance(n_qubits, int) or isinstance(n_qubits, bool) or n_qubits < 0
-    ):
-        raise PlanFormatError(
-            f"{source}: field 'meta.n_qubits' must be a non-negative integer, "
-            f"got {shorten(n_qubits)}"
-        )
-    if "order" in meta and meta["order"] not in ORDERS:
-        raise PlanFormatError(
-            f"{source}: field 'meta.order' is {shorten(meta['order'])}; valid: {', '.join(ORDERS)}"
-        )
-    if "bitstring" in meta:
-        bits = meta["bitstring"]
-        if not isinstance(bits, str):
-            raise PlanFormatError(
-                f"{source}: field 'meta.bitstring' must be a string of 0, 1 and *, "
-                f"got {shorten(bits)}"
-            )
-        if set(bits) - set("01*"):
-            raise PlanFormatError(
-                f"{source}: field 'meta.bitstring' {shorten(bits)} has characters other than "
-                "0, 1 and *"
-            )
-        if n_qubits is not None and len(bits) != n_qubits:
-            raise PlanFormatError(
-                f"{source}: field 'meta.bitstring' has {len(bits)} characters but "
-                f"meta.n_qubits is {n_qubits}"
-            )
-        if n_open is not None and bits.count("*") != n_open:
-            raise PlanFormatError(
-                f"{source}: field 'meta.bitstring' leaves {bits.count('*')} qubits open (*) but "
-                f"the network has {n_open} open output indices"
-            )
 
 
 def _plan_from_dict(d: object, source: str) -> Plan:
@@ -313,7 +305,7 @@ def _plan_from_dict(d: object, source: str) -> Plan:
         nd = d["network"]
         arrays = nd.get("arrays")
         if arrays is not None:
-            arrays = [_decode_array(a, f"{source}: network.arrays[{k}]")
+            arrays = [decode_array(a, f"{source}: network.arrays[{k}]")
                       for k, a in enumerate(arrays)]
         net = Network(nd["inputs"], nd["output"], nd["size_dict"], arrays)
         dtype = check_dtype(d["dtype"])
@@ -328,8 +320,8 @@ def _plan_from_dict(d: object, source: str) -> Plan:
         raise PlanFormatError(f"{source}: field 'network': {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise PlanFormatError(
-            f"{source}: missing or malformed field ({_clip(repr(exc))})") from None
-    _check_meta(d.get("meta"), source, n_open=len(net.output))
+            f"{source}: missing or malformed field ({clip_message(repr(exc))})") from None
+    check_meta(d.get("meta"), source, n_open=len(net.output))
     # Re-derive layouts and steps from the path rather than trusting them, then
     # check that the file agrees (a tampered or stale file is refused).
     meta = d.get("meta") or {}
