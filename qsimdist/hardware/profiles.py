@@ -10,12 +10,13 @@ Units: bytes, seconds, real floating-point operations per second (one complex
 multiply-add counts 8). ``mem_bandwidth`` counts bytes read plus bytes written
 per second, the way vendors quote HBM bandwidth and STREAM counts a copy.
 
-Example:
-    >>> from qsimdist.hardware import load_profile
-    >>> p = load_profile("dgx-h100")
-    >>> p.check_devices(8)
-    >>> p.bandwidth(8)
-    450000000000.0
+Examples
+--------
+>>> from qsimdist.hardware import load_profile
+>>> p = load_profile("dgx-h100")
+>>> p.check_devices(8)
+>>> p.bandwidth(8)
+450000000000.0
 """
 
 from __future__ import annotations
@@ -69,23 +70,50 @@ MAX_DEVICES = 1 << 24
 class HardwareProfile:
     """The per-device resources of one machine type.
 
-    Attributes:
-        name: Short identifier, e.g. ``"dgx-h100"`` (bundled files are named ``<name>.toml``).
-        description: One line saying what the machine is.
-        devices_per_node: Devices sharing the fast (intra-node) interconnect.
-        memory_bytes: Memory of one device, in bytes.
-        usable_memory_fraction: Share of ``memory_bytes`` a plan may fill, in (0, 1].
-        flops: Real FLOP/s of one device per dtype name (``complex64``, ``complex128``).
-        mem_bandwidth: Device memory bandwidth, bytes read plus written per second.
-        intra_bandwidth: All-to-all bandwidth of one device inside a node, B/s.
-        intra_latency: Seconds per message inside a node.
-        inter_bandwidth: All-to-all bandwidth of one device across nodes, B/s.
-        inter_latency: Seconds per message across nodes.
-        max_nodes: Largest number of nodes, or ``None`` for any number.
-        step_overhead: Fixed seconds each pairwise step costs an executor on this machine
-            (kernel launch, interpreter), fitted from measured runs; 0 for datasheet profiles.
-        source: Where the numbers come from (datasheet, measurement).
-        notes: Assumptions behind the numbers.
+    Every field is checked at construction; a ``.toml`` profile file holds the same
+    fields (:func:`load_profile`, :func:`save_profile`).
+
+    Parameters
+    ----------
+    name : str
+        Short identifier, e.g. ``"dgx-h100"`` (bundled files are named ``<name>.toml``).
+    description : str
+        One line saying what the machine is.
+    devices_per_node : int
+        Devices sharing the fast (intra-node) interconnect, >= 1.
+    memory_bytes : int
+        Memory of one device, in bytes, >= 1.
+    usable_memory_fraction : float
+        Share of ``memory_bytes`` a plan may fill, in (0, 1].
+    flops : dict of str to float
+        Real FLOP/s of one device per dtype name (``complex64``, ``complex128``;
+        both required, positive).
+    mem_bandwidth : float
+        Device memory bandwidth, bytes read plus written per second.
+    intra_bandwidth : float
+        All-to-all bandwidth of one device inside a node, B/s.
+    intra_latency : float
+        Seconds per message inside a node (>= 0).
+    inter_bandwidth : float
+        All-to-all bandwidth of one device across nodes, B/s.
+    inter_latency : float
+        Seconds per message across nodes (>= 0).
+    max_nodes : int, optional
+        Largest number of nodes (>= 1), or ``None`` (the default) for any number.
+    step_overhead : float, default 0.0
+        Fixed seconds each pairwise step costs an executor on this machine
+        (kernel launch, interpreter), fitted from measured runs; 0 for datasheet
+        profiles.
+    source : str, default ""
+        Where the numbers come from (datasheet, measurement).
+    notes : str, default ""
+        Assumptions behind the numbers.
+
+    Raises
+    ------
+    ProfileError
+        A field of the wrong type or out of range, or a missing or unknown
+        ``flops`` dtype (the message names the field).
     """
 
     name: str
@@ -181,14 +209,37 @@ class HardwareProfile:
         return None if self.max_nodes is None else self.devices_per_node * self.max_nodes
 
     def valid_device_counts(self, limit: int = 1 << 20) -> list[int]:
-        """The device counts :meth:`check_devices` accepts (powers of two), up to ``limit``."""
+        """The device counts :meth:`check_devices` accepts (powers of two), up to ``limit``.
+
+        Parameters
+        ----------
+        limit : int, default 2**20
+            The largest count listed.
+
+        Returns
+        -------
+        list of int
+            The powers of two from 1 to the smaller of ``limit`` and :meth:`max_devices`.
+        """
         top = self.max_devices()
         top = limit if top is None else min(top, limit)
         return [1 << k for k in range(top.bit_length()) if 1 << k <= top]
 
     def check_devices(self, p: int) -> None:
         """Raise :class:`ProfileError` unless ``p`` is a power of two within the profile's size
-        (at most :data:`MAX_DEVICES` for a profile of any number of nodes)."""
+        (at most :data:`MAX_DEVICES` for a profile of any number of nodes).
+
+        Parameters
+        ----------
+        p : int
+            A device count.
+
+        Raises
+        ------
+        ProfileError
+            ``p`` is not a power of two, or more devices than the profile has (the
+            message lists the valid counts).
+        """
         top = self.max_devices()
         if top is None:
             valid = (f"a power of two from 1 to 2^{MAX_DEVICES.bit_length() - 1} (1, 2, 4, 8, "
@@ -215,7 +266,23 @@ class HardwareProfile:
             )
 
     def flop_rate(self, dtype: str) -> float:
-        """Real FLOP/s of one device for ``dtype`` (a name or a numpy dtype)."""
+        """Real FLOP/s of one device for ``dtype``.
+
+        Parameters
+        ----------
+        dtype : str or numpy.dtype
+            ``complex64`` or ``complex128``, by name or as a numpy dtype.
+
+        Returns
+        -------
+        float
+            The profile's ``flops`` entry for it.
+
+        Raises
+        ------
+        ProfileError
+            A dtype the profile has no rate for.
+        """
         name = getattr(dtype, "name", dtype)
         if isinstance(dtype, type):
             name = getattr(dtype, "__name__", str(dtype))
@@ -235,6 +302,16 @@ class HardwareProfile:
 
         The intra-node bandwidth while ``p`` devices fit in one node, else the
         slower of the intra- and inter-node bandwidths.
+
+        Parameters
+        ----------
+        p : int
+            The number of devices exchanging, >= 1.
+
+        Raises
+        ------
+        ProfileError
+            ``p`` is not an integer >= 1.
         """
         self._check_count(p)
         if p <= self.devices_per_node:
@@ -242,7 +319,18 @@ class HardwareProfile:
         return min(self.intra_bandwidth, self.inter_bandwidth)
 
     def latency(self, p: int) -> float:
-        """Seconds per message among ``p`` devices: intra-node if they fit in one node."""
+        """Seconds per message among ``p`` devices: intra-node if they fit in one node.
+
+        Parameters
+        ----------
+        p : int
+            The number of devices exchanging, >= 1.
+
+        Raises
+        ------
+        ProfileError
+            ``p`` is not an integer >= 1.
+        """
         self._check_count(p)
         return self.intra_latency if p <= self.devices_per_node else self.inter_latency
 
@@ -297,10 +385,23 @@ def _read_file(path: Path) -> HardwareProfile:
 def load_profile(name_or_path: str | os.PathLike) -> HardwareProfile:
     """A bundled profile by name (``"dgx-h100"``) or a profile from a ``.toml`` file.
 
-    Raises:
-        ProfileError: Unknown name (the message lists the bundled ones), a file
-            that is not TOML, or a field that is missing or out of range (the
-            message names it).
+    Parameters
+    ----------
+    name_or_path : str or os.PathLike
+        A bundled profile's name, or a profile file: a path object, or a string
+        that ends in ``.toml`` or holds a path separator. A
+        :class:`HardwareProfile` is returned as it is.
+
+    Returns
+    -------
+    HardwareProfile
+        The profile, its fields checked.
+
+    Raises
+    ------
+    ProfileError
+        Unknown name (the message lists the bundled ones), a file that is not
+        TOML, or a field that is missing or out of range (the message names it).
     """
     if isinstance(name_or_path, HardwareProfile):
         return name_or_path
@@ -374,8 +475,23 @@ def profile_to_toml(profile: HardwareProfile) -> str:
 def save_profile(profile: HardwareProfile, path: str | os.PathLike) -> Path:
     """Write ``profile`` as TOML to ``path`` atomically; returns the path.
 
-    Raises:
-        InvalidInputError: The file cannot be written there.
+    Parameters
+    ----------
+    profile : HardwareProfile
+        The profile to write (:func:`profile_to_toml` gives the text).
+    path : str or os.PathLike
+        The ``.toml`` file to write; :func:`load_profile` reads it back.
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+
+    Raises
+    ------
+    InvalidInputError
+        ``profile`` is not a :class:`HardwareProfile`, or the file cannot be
+        written there.
     """
     if not isinstance(profile, HardwareProfile):
         raise InvalidInputError(f"expected a HardwareProfile, got {type(profile).__name__}")
