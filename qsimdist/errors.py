@@ -21,6 +21,18 @@ def shorten(value: object, limit: int = 100) -> str:
     makes a huge message. Strings are measured in characters, other values in
     the characters of their ``repr``; a string is sliced before ``repr`` so a
     200 MB string is never copied whole.
+
+    Parameters
+    ----------
+    value : object
+        The value to show.
+    limit : int, default 100
+        About the most characters kept (at least 8).
+
+    Returns
+    -------
+    str
+        The value's ``repr``, shortened where it is longer than ``limit``.
     """
     limit = max(int(limit), 8)
     if isinstance(value, str):

@@ -80,7 +80,19 @@ def available_memory(meminfo: str = MEMINFO) -> int | None:
 
 
 def machine_memory(meminfo: str = MEMINFO) -> int | None:
-    """This host's physical memory plus swap (the bound even ``--memory-limit none`` keeps)."""
+    """This host's physical memory plus swap (the bound even ``--memory-limit none`` keeps).
+
+    Parameters
+    ----------
+    meminfo : str, default "/proc/meminfo"
+        The meminfo file read for ``MemTotal`` and ``SwapTotal``.
+
+    Returns
+    -------
+    int or None
+        Bytes; without ``MemTotal`` in ``meminfo``, the physical memory from
+        ``sysconf``, or ``None`` where that cannot be read either.
+    """
     fields = read_meminfo(meminfo)
     if "MemTotal" in fields:
         return fields["MemTotal"] + fields.get("SwapTotal", 0)

@@ -39,18 +39,23 @@ def _ranks_on_host(comm) -> int:
 
 @dataclass(frozen=True)
 class MemoryBudget:
-    """A resolved memory limit.
+    """A resolved memory limit (made by :meth:`resolve`).
 
-    Attributes:
-        limit: bytes plans are made within (per rank); ``None`` for ``"none"``.
-        bound: bytes a run may allocate (per rank): ``limit``, or this host's
-            memory share for ``"none"``; ``None`` only where the host's memory
-            cannot be read.
-        source: ``"explicit"``, ``"environment"``, ``"default"`` or ``"none"``.
-        ranks_on_host: the ranks the host's memory is shared by (1 outside MPI).
-        host: this host's physical memory + swap shared by those ranks (``None``
-            where unreadable): an explicit limit above it is not a licence to
-            allocate more than the host has, so :meth:`check` refuses that too.
+    Attributes
+    ----------
+    limit : int or None
+        Bytes plans are made within (per rank); ``None`` for ``"none"``.
+    bound : int or None
+        Bytes a run may allocate (per rank): ``limit``, or this host's memory
+        share for ``"none"``; ``None`` only where the host's memory cannot be read.
+    source : {"explicit", "environment", "default", "none"}
+        Where the limit came from.
+    ranks_on_host : int, default 1
+        The ranks the host's memory is shared by (1 outside MPI).
+    host : int or None
+        This host's physical memory + swap shared by those ranks (``None`` where
+        unreadable): an explicit limit above it is not a licence to allocate more
+        than the host has, so :meth:`check` refuses that too.
     """
 
     limit: int | None
@@ -61,9 +66,26 @@ class MemoryBudget:
 
     @classmethod
     def resolve(cls, value=None, comm=None) -> MemoryBudget:
-        """The budget for ``value`` (see the module docstring); ``comm``: the ranks under MPI.
+        """The budget for ``value`` (see the module docstring).
 
-        Raises InvalidInputError for an unreadable size.
+        Parameters
+        ----------
+        value : str, int, MemoryBudget or None
+            An explicit size (``"8GiB"``, ``500e6``, an int; per rank under MPI),
+            ``None`` (``$QSIMDIST_MEMORY_LIMIT`` where set, else 80% of the memory
+            available now), ``"none"``/``"unlimited"`` (no planning limit), or a
+            budget already resolved (returned as it is).
+        comm : MPI communicator, optional
+            The ranks under MPI: the host's memory is shared by those on this host.
+
+        Returns
+        -------
+        MemoryBudget
+
+        Raises
+        ------
+        InvalidInputError
+            An unreadable size.
         """
         if isinstance(value, MemoryBudget):
             return value
@@ -98,7 +120,20 @@ class MemoryBudget:
 
     def check(self, need: int, what: str) -> None:
         """Refuse (PlanError) when ``need`` bytes exceed what this budget may allocate, or
-        what this host has (an explicit limit larger than the host does not make room)."""
+        what this host has (an explicit limit larger than the host does not make room).
+
+        Parameters
+        ----------
+        need : int
+            The bytes asked for.
+        what : str
+            What needs them, for the message (``"executing this plan"``).
+
+        Raises
+        ------
+        PlanError
+            ``need`` exceeds :attr:`bound` or the host's memory.
+        """
         per_rank = " per rank" if self.ranks_on_host > 1 else ""
         if (self.limit is not None and self.host is not None and need > self.host
                 and (self.bound is None or need <= self.bound)):
@@ -122,7 +157,18 @@ class MemoryBudget:
 
     def check_plan(self, plan: Plan) -> None:
         """The guard before a plan runs: refuse (PlanError) when its predicted peak exceeds
-        what this budget may allocate (see :meth:`check`)."""
+        what this budget may allocate (see :meth:`check`).
+
+        Parameters
+        ----------
+        plan : Plan
+            The plan about to run; its ``stats.peak_bytes`` is checked.
+
+        Raises
+        ------
+        PlanError
+            The plan's peak exceeds what this budget may allocate.
+        """
         need = plan.stats.peak_bytes
         self.check(need, f"executing this plan (peak memory {format_bytes(need)})")
 

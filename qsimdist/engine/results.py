@@ -23,6 +23,23 @@ class AmplitudeResult:
     is the most significant bit). Bitstrings are made on demand: look one up
     with :meth:`get`, name the ``j``-th with :meth:`bitstring`, or walk all of
     them in bounded memory with :meth:`items` or :meth:`chunks`.
+
+    Attributes
+    ----------
+    patterns : list of str
+        The requested bitstring patterns (``*`` marks an open qubit), one entry each.
+    values : list of numpy.ndarray
+        ``values[i]`` holds the ``2^k`` amplitudes of ``patterns[i]``.
+    n_qubits : int
+        The circuit's number of qubits (the length of every pattern).
+    dtype : str
+        The dtype the amplitudes were computed in, ``complex64`` or ``complex128``.
+    order : str
+        How a bitstring's characters map to qubits: ``qiskit`` (the rightmost
+        character is qubit 0) or ``natural``.
+    stats : dict
+        The run's statistics: ``stats["method"]`` names the route taken and
+        ``stats["route"]`` the predictions behind it (see :func:`qsimdist.amplitudes`).
     """
 
     patterns: list[str]
@@ -58,7 +75,23 @@ class AmplitudeResult:
         return self._offsets
 
     def bitstring(self, index: int) -> str:
-        """The bitstring of amplitude ``index`` (as in :attr:`amplitudes`), made on demand."""
+        """The bitstring of amplitude ``index`` (as in :attr:`amplitudes`), made on demand.
+
+        Parameters
+        ----------
+        index : int
+            Position in :attr:`amplitudes`, ``0 <= index < len(self)``.
+
+        Returns
+        -------
+        str
+            The bitstring whose amplitude is at ``index``.
+
+        Raises
+        ------
+        IndexError
+            ``index`` is outside ``0..len(self) - 1``.
+        """
         starts = self._starts()
         if not 0 <= index < starts[-1]:
             raise IndexError(f"index {index} is outside 0..{starts[-1] - 1}")
@@ -66,7 +99,23 @@ class AmplitudeResult:
         return bitstring_at(self.patterns[entry], int(index - starts[entry]))
 
     def get(self, bitstring: str) -> complex:
-        """The amplitude of ``bitstring`` from the first pattern that covers it."""
+        """The amplitude of ``bitstring`` from the first pattern that covers it.
+
+        Parameters
+        ----------
+        bitstring : str
+            A bitstring without ``*``, in the result's :attr:`order`.
+
+        Returns
+        -------
+        complex
+            Its amplitude.
+
+        Raises
+        ------
+        KeyError
+            No computed pattern covers ``bitstring``.
+        """
         if self._index is None:
             index: dict = {}
             for k, p in enumerate(self.patterns):
@@ -90,7 +139,18 @@ class AmplitudeResult:
     __getitem__ = get
 
     def chunks(self, size: int = 1 << 12) -> Iterator[tuple[list[str], np.ndarray]]:
-        """(bitstrings, amplitudes) in blocks of at most ``size``; memory bounded by one block."""
+        """(bitstrings, amplitudes) in blocks of at most ``size``; memory bounded by one block.
+
+        Parameters
+        ----------
+        size : int, default 4096
+            The most bitstrings a block holds.
+
+        Yields
+        ------
+        tuple of (list of str, numpy.ndarray)
+            A block's bitstrings and their amplitudes, in the order of :attr:`amplitudes`.
+        """
         run: list[int] = []
 
         def flush():
@@ -141,15 +201,20 @@ class AmplitudeResult:
 class PlanRun:
     """A saved plan executed (:func:`qsimdist.run_plan`, ``qsimdist run``).
 
-    Attributes:
-        values: the result, flat, in the order of the plan's output indices (for a
-            circuit plan: the amplitudes of its bitstring pattern, in the order of
-            :func:`~qsimdist.frontends.iter_bitstrings`).
-        plan: the plan that ran (under MPI: rank 0's, as every rank received it).
-        stats: the plan's statistics; from a distributed run, on rank 0, also
-            ``"ranks"`` (each rank's measured bytes, peak and seconds) and ``"comm"``
-            (the collectives the run chose).
-        rank: this process's rank (0 in one process).
+    Attributes
+    ----------
+    values : numpy.ndarray
+        The result, flat, in the order of the plan's output indices (for a
+        circuit plan: the amplitudes of its bitstring pattern, in the order of
+        :func:`~qsimdist.frontends.iter_bitstrings`).
+    plan : Plan
+        The plan that ran (under MPI: rank 0's, as every rank received it).
+    stats : dict
+        The plan's statistics; from a distributed run, on rank 0, also
+        ``"ranks"`` (each rank's measured bytes, peak and seconds) and ``"comm"``
+        (the collectives the run chose).
+    rank : int, default 0
+        This process's rank (0 in one process).
     """
 
     values: np.ndarray
@@ -164,7 +229,18 @@ class PlanRun:
 
     def chunks(self, size: int = 1 << 12) -> Iterator[tuple[list[str], np.ndarray]]:
         """(labels, values) in blocks of at most ``size``: the pattern's bitstrings, or the
-        flat index as a string for a plan without a pattern; memory bounded by one block."""
+        flat index as a string for a plan without a pattern; memory bounded by one block.
+
+        Parameters
+        ----------
+        size : int, default 4096
+            The most values a block holds.
+
+        Yields
+        ------
+        tuple of (list of str, numpy.ndarray)
+            A block's labels and their values, in the order of :attr:`values`.
+        """
         start = 0
         if self.pattern:
             blocks = bitstring_chunks(self.pattern, chunk=size)
