@@ -31,7 +31,34 @@ from .plan import Plan, build_plan
 
 @dataclass(frozen=True)
 class DistributedCost:
-    """The dp schedule of a plan's path on ``devices`` devices of ``profile`` (predicted)."""
+    """The dp schedule of a plan's path on ``devices`` devices of ``profile`` (predicted).
+
+    Attributes
+    ----------
+    profile : str
+        The hardware profile's name.
+    devices : int
+        The devices the schedule runs on.
+    predicted_seconds : float
+        The dp schedule's predicted time.
+    flops_executed : float
+        Real FLOPs the devices execute together, work repeated on replicated tensors
+        included.
+    peak_bytes_per_device : int
+        The schedule's peak memory on one device.
+    slices : int
+        Slices the schedule runs.
+    group_size : int
+        Devices that share one slice's sharded intermediates.
+    redistributions : int
+        All-to-all redistributions per slice.
+    slice_only_seconds : float
+        Predicted time of slice-only parallelism on the same devices.
+    E_P : float
+        Slice-only's predicted time over the dp schedule's.
+    R_P : float
+        Slice-only's FLOPs over the dp schedule's executed FLOPs.
+    """
 
     profile: str
     devices: int
@@ -53,14 +80,22 @@ class DistributedCost:
 class ContractionCost:
     """A contraction's cost before it runs (see the module docstring).
 
-    Attributes:
-        flops: real FLOPs over all slices (8 per complex multiply-add), as executed.
-        largest_intermediate_bytes: the largest intermediate of one slice.
-        peak_bytes: the plan's peak memory (one process).
-        slices: slices the plan runs.
-        steps: pairwise steps per slice.
-        predicted_seconds: predicted time of the run on this machine.
-        distributed: the dp schedule on a profile, where one was asked for.
+    Attributes
+    ----------
+    flops : float
+        Real FLOPs over all slices (8 per complex multiply-add), as executed.
+    largest_intermediate_bytes : int
+        The largest intermediate of one slice.
+    peak_bytes : int
+        The plan's peak memory (one process).
+    slices : int
+        Slices the plan runs.
+    steps : int
+        Pairwise steps per slice.
+    predicted_seconds : float
+        Predicted time of the run on this machine.
+    distributed : DistributedCost or None
+        The dp schedule on a profile, where one was asked for.
     """
 
     flops: float
@@ -165,8 +200,31 @@ def distributed_cost(plan: Plan, profile, devices: int) -> DistributedCost:
 
 def plan_cost(plan: Plan, profile=None, devices: int | None = None,
               costs: LocalCosts | None = None) -> ContractionCost:
-    """The cost of running ``plan`` (see the module docstring); with ``profile``, also its
-    dp schedule on ``devices`` devices of it (default: one node of the profile)."""
+    """The cost of running ``plan`` (see the module docstring); nothing is contracted.
+
+    Parameters
+    ----------
+    plan : Plan
+        The plan to price.
+    profile : str or HardwareProfile, optional
+        A hardware profile (a name, a ``.toml`` path or a profile): also price the
+        plan's dp schedule on ``devices`` devices of it.
+    devices : int, optional
+        Devices of ``profile`` (a power of two it holds; default: one node of the
+        profile).
+    costs : LocalCosts, optional
+        The local executor's prices (default: this process's).
+
+    Returns
+    -------
+    ContractionCost
+        Counts and predicted times; ``distributed`` is set where ``profile`` is given.
+
+    Raises
+    ------
+    ProfileError
+        An unknown profile, or a device count it does not hold.
+    """
     itemsize = 16 if plan.dtype == "complex128" else 8
     dist = None
     if profile is not None:
