@@ -52,6 +52,30 @@ class RunOptions:
     :class:`~qsimdist.hardware.HardwareProfile` (default ``local-cpu``) with its
     per-device memory set to the limit; the routes, the plan cache and the
     executors take the object whole and never resolve it again.
+
+    Attributes
+    ----------
+    dtype : {"complex64", "complex128"}
+        The dtype plans run in.
+    memory : MemoryBudget
+        The resolved memory limit (per rank under MPI).
+    backend : {"numpy", "cupy"}
+        The array library.
+    executor : str
+        A registered executor, ``"local"`` or ``"mpi"`` (``"auto"`` resolved).
+    profile : HardwareProfile, str or None
+        The hardware profile distributed plans are made for.
+    comm : MPI communicator or None
+        The ranks a distributed executor runs on.
+    gemm : str
+        How BLAS steps multiply: ``"complex"``, ``"3m"``, ``"tf32"``, ``"3m-tf32"``.
+    seed : object
+        Kept as given (no route reads it).
+    collectives : {"auto", "mpi", "nccl"}
+        How the ranks exchange arrays under ``executor="mpi"``
+        (:func:`qsimdist.executors.comm.choose_collectives`; the CLI's ``--comm``).
+    path_options : PathOptions
+        The path search's options.
     """
 
     dtype: str = "complex64"
@@ -62,10 +86,7 @@ class RunOptions:
     comm: object = None
     gemm: str = "complex"
     seed: object = None
-    #: how the ranks exchange arrays under ``executor="mpi"``: ``"auto"``, ``"mpi"`` or
-    #: ``"nccl"`` (:func:`qsimdist.executors.comm.choose_collectives`; the CLI's ``--comm``)
     collectives: str = "auto"
-    #: the path search's options (:class:`~qsimdist.planner.path.PathOptions`)
     path_options: PathOptions = field(default_factory=PathOptions)
 
     @classmethod
@@ -74,8 +95,46 @@ class RunOptions:
                 seed=None, collectives: str = "auto", path_options=None) -> RunOptions:
         """Validate and resolve every option once (bad input: one-line InvalidInputError).
 
-        ``executor="auto"``: ``"mpi"`` with a ``comm`` or under mpiexec with several ranks,
-        else ``"local"`` (:func:`qsimdist.executors.resolve_executor`)."""
+        Parameters
+        ----------
+        dtype : {"complex64", "complex128"}
+            The dtype plans run in.
+        memory_limit : str, int or None
+            Peak bytes (``"8GiB"``, an int; per rank under MPI), ``None`` (the
+            default limit) or ``"none"``; see :class:`MemoryBudget`.
+        backend : {"numpy", "cupy"}
+            The array library (CuPy must be importable).
+        executor : str, default "local"
+            ``"local"``, ``"mpi"`` or ``"auto"``: ``"mpi"`` with a ``comm`` or under
+            mpiexec with several ranks, else ``"local"``
+            (:func:`qsimdist.executors.resolve_executor`).
+        profile : str or HardwareProfile, optional
+            Distributed only: the hardware profile plans are made for (default
+            ``local-cpu``), its per-device memory set to the limit.
+        comm : MPI communicator, optional
+            The ranks of a distributed executor (default ``MPI.COMM_WORLD``).
+        gemm : str, default "complex"
+            ``"complex"``, ``"3m"``; ``"tf32"`` and ``"3m-tf32"`` with
+            ``backend="cupy"`` and complex64 (see :func:`qsimdist.config.check_gemm`).
+        seed : object, optional
+            Kept as given.
+        collectives : {"auto", "mpi", "nccl"}
+            How the ranks exchange arrays (``"nccl"`` needs ``backend="cupy"``).
+        path_options : PathOptions or dict, optional
+            The path search's options (:meth:`PathOptions.coerce`).
+
+        Returns
+        -------
+        RunOptions
+
+        Raises
+        ------
+        InvalidInputError
+            An unknown dtype, executor, backend, GEMM mode or collectives choice, an
+            unreadable memory limit, or bad path options.
+        MissingDependencyError
+            ``backend="cupy"`` without CuPy (or ``"mpi"`` without mpi4py).
+        """
         from ..executors import check_comm_choice, check_nccl_backend, resolve_executor
 
         if executor == "auto":
