@@ -78,6 +78,13 @@ class QsimdistBackend(BackendV2):
     ``get_memory()`` lists every shot), ``dtype`` (``complex64``),
     ``memory_limit`` (per contraction, e.g. ``"8GiB"``), ``profile``
     (hardware profile for runs under ``mpiexec``) and ``method`` (``auto``).
+
+    Parameters
+    ----------
+    provider : QsimdistProvider, optional
+        The provider that lists this backend.
+    name : str, default "qsimdist_sampler"
+        The backend's name.
     """
 
     def __init__(self, provider=None, name: str = "qsimdist_sampler") -> None:
@@ -119,10 +126,29 @@ class QsimdistBackend(BackendV2):
                        memory_limit=None, profile=None, method="auto")
 
     def run(self, run_input, **options) -> QsimdistJob:
-        """Sample ``run_input`` (a circuit or a list of circuits); options override defaults.
+        """Sample ``run_input``; options override the backend's.
 
-        A qsimdist error is raised as its Qiskit flavour (also a ``QiskitError``), as
-        Aer raises ``AerError``.
+        Parameters
+        ----------
+        run_input : QuantumCircuit or list of QuantumCircuit
+            The circuits, each with its measurements.
+        **options
+            The backend's options for this run: ``shots`` (a positive int),
+            ``seed_simulator``, ``memory``, ``dtype``, ``memory_limit``, ``profile``,
+            ``method``.
+
+        Returns
+        -------
+        QsimdistJob
+            A job that has run; ``result().get_counts()`` and ``get_memory()``
+            behave as Aer's.
+
+        Raises
+        ------
+        QsimdistError
+            As its Qiskit flavour (also a ``QiskitError``, as Aer raises
+            ``AerError``): an unknown option, a bad ``shots``, an input that is not
+            a circuit, an unsupported instruction.
         """
         with qiskit_errors():
             return self._run(run_input, options)
@@ -191,12 +217,35 @@ class QsimdistProvider:
         self._backends = [QsimdistBackend(provider=self)]
 
     def backends(self, name: str | None = None, **filters) -> list:
-        """The backends whose name is ``name`` (all when ``None``) and whose attributes match."""
+        """The backends whose name is ``name`` and whose attributes match.
+
+        Parameters
+        ----------
+        name : str, optional
+            A backend's name (all when ``None``).
+        **filters
+            Attribute values a backend must have (``num_qubits=...``).
+
+        Returns
+        -------
+        list of QsimdistBackend
+        """
         out = [b for b in self._backends if name is None or b.name == name]
         return [b for b in out if all(getattr(b, k, None) == v for k, v in filters.items())]
 
     def get_backend(self, name: str = "qsimdist_sampler") -> QsimdistBackend:
-        """The backend called ``name``; an unknown name lists the valid ones."""
+        """The backend called ``name``.
+
+        Parameters
+        ----------
+        name : str, default "qsimdist_sampler"
+            The backend's name.
+
+        Raises
+        ------
+        InvalidInputError
+            An unknown name (the message lists the valid ones).
+        """
         found = self.backends(name)
         if not found:
             valid = ", ".join(b.name for b in self._backends)

@@ -60,13 +60,24 @@ class EstimatorOptions(PrimitiveOptions):
     ``complex128``, ``memory_limit``, ``backend``, ``executor``, ``profile``,
     ``path_options``) and the estimator's own.
 
-    Attributes:
-        method: ``auto`` (by predicted work), ``doubled`` (one doubled light-cone
-            network per term), ``state`` (one light-cone state per circuit) or
-            ``stabilizer`` (a Clifford circuit on stim's tableau, exact at any width;
-            ``auto`` takes it where predicted cheaper, nearly always); see
-            :class:`qsimdist.engine.expectation.ExpectationEngine`.
-        state_max_qubits: widest light-cone state the ``state`` method may open.
+    Parameters
+    ----------
+    dtype, memory_limit, backend, executor, profile, path_options
+        As for :class:`~qsimdist.qiskit.options.PrimitiveOptions` (``dtype``
+        default ``complex128``).
+    method : str, default "auto"
+        ``auto`` (by predicted work), ``doubled`` (one doubled light-cone network
+        per term), ``state`` (one light-cone state per circuit) or ``stabilizer``
+        (a Clifford circuit on stim's tableau, exact at any width; ``auto`` takes it
+        where predicted cheaper, nearly always).
+    state_max_qubits : int, default 20
+        Widest light-cone state the ``state`` method may open.
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown method, a bad ``state_max_qubits``, or a run option outside its
+        valid values.
     """
 
     _what = "estimator"
@@ -83,12 +94,13 @@ class EstimatorOptions(PrimitiveOptions):
 class EstimatorV2(BaseEstimatorV2):
     """Exact expectation values of Pauli observables by light-cone tensor networks.
 
-    Example:
-        >>> from qiskit import QuantumCircuit
-        >>> from qsimdist.qiskit import EstimatorV2
-        >>> qc = QuantumCircuit(2); qc.h(0); qc.cx(0, 1)
-        >>> EstimatorV2().run([(qc, ["ZZ", "XX", "ZI"])]).result()[0].data.evs
-        array([1., 1., 0.])
+    Examples
+    --------
+    >>> from qiskit import QuantumCircuit
+    >>> from qsimdist.qiskit import EstimatorV2
+    >>> qc = QuantumCircuit(2); qc.h(0); qc.cx(0, 1)
+    >>> EstimatorV2().run([(qc, ["ZZ", "XX", "ZI"])]).result()[0].data.evs
+    array([1., 1., 0.])
     """
 
     def __init__(
@@ -100,14 +112,23 @@ class EstimatorV2(BaseEstimatorV2):
     ) -> None:
         """Create an estimator.
 
-        Args:
-            default_precision: precision of pubs that give none (0: exact values).
-            seed: seed or ``numpy.random.Generator`` of the noise added when the
-                precision is positive, and of the branches sampled for circuits with
-                resets or mid-circuit measurements.
-            options: :class:`EstimatorOptions` or a dict of its fields. Aer's
-                layout is read too: ``default_precision`` and ``run_options``
-                (``{"seed_simulator": seed}``) may be given in the dict.
+        Parameters
+        ----------
+        default_precision : float, default 0.0
+            Precision of pubs that give none (0: exact values).
+        seed : int, numpy.random.Generator or None
+            Seed or generator of the noise added when the precision is positive, and
+            of the branches sampled for circuits with resets or mid-circuit
+            measurements.
+        options : EstimatorOptions or dict, optional
+            The estimator's options, or a dict of their fields. Aer's layout is read
+            too: ``default_precision`` and ``run_options``
+            (``{"seed_simulator": seed}``) may be given in the dict.
+
+        Raises
+        ------
+        InvalidInputError
+            Bad options, or a value given both as an argument and in the options.
         """
         with qiskit_errors():
             options, default_precision, seed = _aer_style_options(options, default_precision,
@@ -147,8 +168,25 @@ class EstimatorV2(BaseEstimatorV2):
     ) -> PrimitiveJob[PrimitiveResult[PubResult]]:
         """Estimate expectation values of each pub; returns a submitted ``PrimitiveJob``.
 
-        A qsimdist error (an unsupported instruction, a bad label) is raised as its
-        Qiskit flavour (:mod:`qsimdist.qiskit.errors`): also a ``QiskitError``.
+        Parameters
+        ----------
+        pubs : iterable of EstimatorPubLike
+            ``(circuit, observables[, parameter values[, precision]])`` tuples,
+            coerced by ``EstimatorPub.coerce``.
+        precision : float, optional
+            Precision of pubs that give none (default: :attr:`default_precision`).
+
+        Returns
+        -------
+        PrimitiveJob
+            Its result holds one ``PubResult`` per pub: ``evs`` and ``stds`` of the
+            pub's shape, and metadata (``qsimdist`` statistics, ``route``...).
+
+        Raises
+        ------
+        QsimdistError
+            As its Qiskit flavour (:mod:`qsimdist.qiskit.errors`, also a
+            ``QiskitError``): an unsupported instruction, a bad label.
         """
         with qiskit_errors():
             if precision is None:
@@ -165,18 +203,30 @@ class EstimatorV2(BaseEstimatorV2):
         it; the plans are kept, so a later :meth:`run` of the same pubs executes exactly
         the FLOPs priced here. Every time is a cost-model prediction.
 
-        Args:
-            pubs: estimator pubs, as for :meth:`run` (static circuits: gates and final
-                measurements).
-            profile: a hardware profile name (``qsimdist profiles``): each contraction is
-                also scheduled by the distribution planner on ``devices`` devices of it.
-            devices: devices of ``profile`` (a power of two; default one node).
+        Parameters
+        ----------
+        pubs : iterable of EstimatorPubLike
+            Estimator pubs, as for :meth:`run` (static circuits: gates and final
+            measurements).
+        profile : str, optional
+            A hardware profile name (``qsimdist profiles``): each contraction is also
+            scheduled by the distribution planner on ``devices`` devices of it.
+        devices : int, optional
+            Devices of ``profile`` (a power of two; default one node).
 
-        Returns:
+        Returns
+        -------
+        list of dict
             One dict per pub: ``terms``, a list of
             :class:`~qsimdist.engine.term_costs.TermCost` dicts (each with its
             ``binding`` index and ``label``) for every (binding, Pauli label) the pub
             evaluates; ``flops`` and ``predicted_seconds``, their totals.
+
+        Raises
+        ------
+        QsimdistError
+            As its Qiskit flavour: a pub with mid-circuit measurements, resets or
+            control flow, an unknown profile or device count.
         """
         with self._lock, qiskit_errors():
             coerced = [EstimatorPub.coerce(p, self._default_precision) for p in pubs]

@@ -16,16 +16,29 @@ class PrimitiveOptions:
     construction and resolved once, by :meth:`run_options`, into the engine's
     :class:`~qsimdist.engine.RunOptions`.
 
-    Attributes:
-        dtype: ``complex64`` or ``complex128`` (the subclass sets the default).
-        memory_limit: peak bytes per contraction (``"8GiB"``, an int; ``None``: 80% of
-            the available memory; ``"none"``: no limit); per rank under MPI.
-        backend: array library, ``numpy`` or ``cupy``.
-        executor: ``auto`` (``mpi`` under ``mpiexec`` with several ranks), ``local`` or
-            ``mpi``. Under MPI every rank runs the same pubs in the same order.
-        profile: hardware profile the distributed plans are made for (default
-            ``local-cpu``).
-        path_options: contraction path search options (``PathOptions`` or a dict).
+    Parameters
+    ----------
+    dtype : {"complex64", "complex128"}
+        The dtype contractions run in (the subclass sets the default).
+    memory_limit : str, int or None
+        Peak bytes per contraction (``"8GiB"``, an int; ``None``: 80% of the
+        available memory; ``"none"``: no limit); per rank under MPI.
+    backend : {"numpy", "cupy"}
+        The array library.
+    executor : {"auto", "local", "mpi"}
+        ``auto`` (``mpi`` under ``mpiexec`` with several ranks), ``local`` or
+        ``mpi``. Under MPI every rank runs the same pubs in the same order.
+    profile : str, optional
+        Hardware profile the distributed plans are made for (default ``local-cpu``).
+    path_options : PathOptions or dict, optional
+        Contraction path search options.
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown dtype, executor or profile, or an unreadable ``memory_limit``.
+    MissingDependencyError
+        ``backend="cupy"`` without CuPy.
     """
 
     _what: ClassVar[str] = "primitive"
@@ -62,7 +75,19 @@ class PrimitiveOptions:
 
     @classmethod
     def coerce(cls, options):
-        """``options`` as this options class (from ``None``, a dict of its fields or itself)."""
+        """``options`` as this options class.
+
+        Parameters
+        ----------
+        options : PrimitiveOptions, dict or None
+            ``None`` (the defaults), a dict of its fields, or an instance (returned
+            as it is).
+
+        Raises
+        ------
+        InvalidInputError
+            An unknown key (the message lists the valid ones) or another type.
+        """
         from ..config import coerce_options
 
         return coerce_options(cls, options, cls._what)

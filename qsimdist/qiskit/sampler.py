@@ -44,15 +44,26 @@ class SamplerOptions(PrimitiveOptions):
     ``complex64``, ``memory_limit``, ``backend``, ``executor``, ``profile``,
     ``path_options``) and the sampler's own.
 
-    Attributes:
-        method: ``auto`` (by predicted cost), ``marginal``, ``doubled-marginal``,
-            ``chain``, ``rejection`` (frugal rejection sampling, opt-in:
-            probabilities above ``12 / 2^n`` are truncated) or ``stabilizer``
-            (a Clifford circuit on stim's frame sampler; ``auto`` takes it for
-            Clifford circuits where predicted cheaper, nearly always).
-        return_amplitudes: attach the amplitude of every distinct drawn
-            bitstring (all qubits measured, no mid-circuit measurement) to each
-            pub's metadata under ``"amplitudes"``.
+    Parameters
+    ----------
+    dtype, memory_limit, backend, executor, profile, path_options
+        As for :class:`~qsimdist.qiskit.options.PrimitiveOptions` (``dtype``
+        default ``complex64``).
+    method : str, default "auto"
+        ``auto`` (by predicted cost), ``marginal``, ``doubled-marginal``,
+        ``chain``, ``rejection`` (frugal rejection sampling, opt-in:
+        probabilities above ``12 / 2^n`` are truncated) or ``stabilizer``
+        (a Clifford circuit on stim's frame sampler; ``auto`` takes it for
+        Clifford circuits where predicted cheaper, nearly always).
+    return_amplitudes : bool, default False
+        Attach the amplitude of every distinct drawn bitstring (all qubits
+        measured, no mid-circuit measurement) to each pub's metadata under
+        ``"amplitudes"``.
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown sampling method, or a run option outside its valid values.
     """
 
     _what = "sampler"
@@ -70,12 +81,21 @@ class SamplerOptions(PrimitiveOptions):
 class SamplerV2(BaseSamplerV2):
     """Exact sampler primitive (``BaseSamplerV2``) with ``StatevectorSampler``'s semantics.
 
-    Args:
-        default_shots: shots for pubs that give none.
-        seed: an int (every ``run`` starts a fresh generator from it, so the same
-            seed gives the same bitstrings), a ``numpy.random.Generator`` (drawn
-            from as it is), or ``None``.
-        options: :class:`SamplerOptions` or a dict of its fields.
+    Parameters
+    ----------
+    default_shots : int, default 1024
+        Shots for pubs that give none (>= 0).
+    seed : int, numpy.random.Generator or None
+        An int (every ``run`` starts a fresh generator from it, so the same seed
+        gives the same bitstrings), a ``numpy.random.Generator`` (drawn from as it
+        is), or ``None``.
+    options : SamplerOptions or dict, optional
+        The sampler's options, or a dict of their fields.
+
+    Raises
+    ------
+    InvalidInputError
+        A negative or non-integer ``default_shots``, or bad options.
     """
 
     def __init__(self, *, default_shots: int = 1024, seed=None, options=None) -> None:
@@ -113,8 +133,25 @@ class SamplerV2(BaseSamplerV2):
     def run(self, pubs: Iterable, *, shots: int | None = None):
         """Sample each pub; returns a ``PrimitiveJob`` whose result is a ``PrimitiveResult``.
 
-        A qsimdist error (an unsupported instruction, a bad option) is raised as its
-        Qiskit flavour (:mod:`qsimdist.qiskit.errors`): also a ``QiskitError``.
+        Parameters
+        ----------
+        pubs : iterable of SamplerPubLike
+            Circuits, or ``(circuit, parameter values[, shots])`` tuples, coerced by
+            ``SamplerPub.coerce``.
+        shots : int, optional
+            Shots for pubs that give none (default: :attr:`default_shots`).
+
+        Returns
+        -------
+        PrimitiveJob
+            Its result holds one ``SamplerPubResult`` per pub: a ``BitArray`` per
+            classical register, and metadata (``shots``, ``sampling``...).
+
+        Raises
+        ------
+        QsimdistError
+            As its Qiskit flavour (:mod:`qsimdist.qiskit.errors`, also a
+            ``QiskitError``): an unsupported instruction, a bad option.
         """
         from qiskit.primitives.containers.sampler_pub import SamplerPub
 
