@@ -35,32 +35,49 @@ DTYPES = ("complex64", "complex128", "float32", "float64")
 class ContractOptions:
     """How :func:`contract` and :func:`use` plan and run a contraction.
 
-    Attributes:
-        dtype: ``complex64``, ``complex128``, ``float32`` or ``float64``; ``None``
-            (default) follows the network's own arrays. The executors compute in
-            complex; a real dtype (or real inputs with ``dtype=None``) computes in
-            the complex dtype of the same precision and returns the real part.
-            Integer or boolean inputs are contracted in complex128 and returned
-            as float64.
-        memory_limit: peak bytes (``"8GiB"``, ``2e9``); slices to fit. ``None``:
-            80% of the memory available now; ``"none"``: no slicing (bounded by
-            physical memory + swap). Under MPI: the limit per rank.
-        simplify_sequence: simplification letters (quimb's names) applied first (``""``:
-            none; output indices are always kept).
-        path_options: :class:`~qsimdist.PathOptions` or a dict of its fields.
-        max_time, max_repeats: path-search budget (override ``path_options``).
-        executor: ``"local"``, ``"mpi"``, or ``None``: ``"mpi"`` when a ``comm``
-            is given, or a ``profile`` under mpiexec (more than one rank), else
-            ``"local"``.
-        profile: hardware profile the distributed plan is made for (default
-            ``"local-cpu"`` under ``executor="mpi"``).
-        comm: MPI communicator (default ``MPI.COMM_WORLD``).
-        backend: array library, ``"numpy"`` or ``"cupy"``.
-        gemm: how BLAS steps multiply (``"complex"``, ``"3m"``; ``"tf32"``,
-            ``"3m-tf32"`` on CuPy): see :func:`qsimdist.executors.local.execute`.
-        collectives: how the ranks exchange arrays under ``executor="mpi"``:
-            ``"auto"``, ``"mpi"`` or ``"nccl"`` (the CLI's ``--comm``; see
-            :func:`qsimdist.executors.comm.choose_collectives`).
+    Parameters
+    ----------
+    dtype : {"complex64", "complex128", "float32", "float64"}, optional
+        ``None`` (default) follows the network's own arrays. The executors compute
+        in complex; a real dtype (or real inputs with ``dtype=None``) computes in
+        the complex dtype of the same precision and returns the real part.
+        Integer or boolean inputs are contracted in complex128 and returned as
+        float64.
+    memory_limit : str, int, float or None
+        Peak bytes (``"8GiB"``, ``2e9``); slices to fit. ``None``: 80% of the
+        memory available now; ``"none"``: no slicing (bounded by physical memory +
+        swap). Under MPI: the limit per rank.
+    simplify_sequence : str, default ""
+        Simplification letters (quimb's names) applied first (``""``: none; output
+        indices are always kept).
+    path_options : PathOptions or dict, optional
+        The path search's options (:class:`~qsimdist.PathOptions` or a dict of its
+        fields).
+    max_time, max_repeats : float, int, optional
+        Path-search budget (override ``path_options``).
+    executor : {"local", "mpi"}, optional
+        ``None``: ``"mpi"`` when a ``comm`` is given, or a ``profile`` under
+        mpiexec (more than one rank), else ``"local"``.
+    profile : str or HardwareProfile, optional
+        Hardware profile the distributed plan is made for (default
+        ``"local-cpu"`` under ``executor="mpi"``).
+    comm : MPI communicator, optional
+        The ranks of a distributed run (default ``MPI.COMM_WORLD``).
+    backend : {"numpy", "cupy"}
+        The array library.
+    gemm : str, default "complex"
+        How BLAS steps multiply (``"complex"``, ``"3m"``; ``"tf32"``, ``"3m-tf32"``
+        on CuPy): see :func:`qsimdist.executors.local.execute`.
+    collectives : {"auto", "mpi", "nccl"}
+        How the ranks exchange arrays under ``executor="mpi"`` (the CLI's
+        ``--comm``; see :func:`qsimdist.executors.comm.choose_collectives`).
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown dtype, executor, backend, GEMM mode or collectives choice, a
+        ``simplify_sequence`` that is not a string, an unreadable memory limit or
+        bad path options.
     """
 
     dtype: str | None = None
@@ -112,7 +129,21 @@ class ContractOptions:
 
     @classmethod
     def coerce(cls, options: ContractOptions | dict | None = None, **extra: Any) -> ContractOptions:
-        """Options from a ``ContractOptions``, a dict and/or keywords (keywords win)."""
+        """Options from a ``ContractOptions``, a dict and/or keywords (keywords win).
+
+        Parameters
+        ----------
+        options : ContractOptions or dict, optional
+            The options to start from (``None``: the defaults).
+        **extra
+            Fields of :class:`ContractOptions` that replace those of ``options``.
+
+        Raises
+        ------
+        InvalidInputError
+            An unknown field (the message lists the valid ones), ``options`` of
+            another type, or a field outside its valid values.
+        """
         if isinstance(options, ContractOptions):
             if not extra:
                 return options
@@ -167,9 +198,16 @@ class ContractOptions:
         return bind_executor(self.resolved_executor(), self.comm)
 
     def run_options(self, compute_dtype: str, budget=None) -> RunOptions:
-        """These options as the engine's :class:`~qsimdist.engine.options.RunOptions` for a
-        contraction in ``compute_dtype``, within ``budget`` (default
-        :meth:`resolved_budget`); validated already, so nothing is resolved twice."""
+        """These options as the engine's :class:`~qsimdist.engine.options.RunOptions`;
+        validated already, so nothing is resolved twice.
+
+        Parameters
+        ----------
+        compute_dtype : {"complex64", "complex128"}
+            The dtype the contraction computes in.
+        budget : MemoryBudget, optional
+            The memory budget (default :meth:`resolved_budget`).
+        """
         runner = self.resolved_runner()
         run = RunOptions(dtype=compute_dtype,
                          memory=budget if budget is not None else self.resolved_budget(),
@@ -215,6 +253,27 @@ def cached_plan(net: Network, dtype: str, memory_limit: int | None,
     on rank 0 of ``comm`` for the hardware ``profile`` (a distributed schedule
     over ``comm``'s ranks) and shared by every rank. The plan is not checked
     against the memory (:func:`run_network` asks the cache for a checked one).
+
+    Parameters
+    ----------
+    net : Network
+        The network to plan.
+    dtype : {"complex64", "complex128"}
+        The dtype the plan runs in.
+    memory_limit : int or None
+        Bytes the plan's peak must fit (``None``: no limit).
+    path_options : PathOptions
+        The path search's options.
+    executor : {"local", "mpi"}
+        The executor the plan is made for.
+    profile : str or HardwareProfile, optional
+        The hardware profile of a distributed plan.
+    comm : MPI communicator, optional
+        The ranks of a distributed plan.
+
+    Returns
+    -------
+    Plan
     """
     from .cache import PLANS
     from .memory import MemoryBudget
@@ -241,9 +300,25 @@ def run_network(net: Network, options: ContractOptions, compute_dtype: str,
     range come out right (:func:`qsimdist.executors.local.execute`).
     ``net.meta["exponent"]`` is not applied here; the callers add it.
 
-    ``engine``: the :class:`~qsimdist.engine.engine.Engine` to contract with (a
-    :func:`qsimdist.quimb.use` block's, built once from ``options``); by default one is
-    built for this call, its options resolved once.
+    Parameters
+    ----------
+    net : Network
+        The network, with its arrays.
+    options : ContractOptions
+        How to plan and run it.
+    compute_dtype : {"complex64", "complex128"}
+        The dtype the contraction computes in.
+    strip_exponent : bool, default False
+        Return ``(mantissa, exponent)`` as above.
+    engine : Engine, optional
+        The :class:`~qsimdist.engine.engine.Engine` to contract with (a
+        :func:`qsimdist.quimb.use` block's, built once from ``options``); by default
+        one is built for this call, its options resolved once.
+
+    Returns
+    -------
+    tuple of (numpy.ndarray or tuple, Plan)
+        The value (or ``(mantissa, exponent)``) and the plan that ran.
     """
     if engine is None:
         from .engine import Engine
@@ -256,7 +331,20 @@ def run_network(net: Network, options: ContractOptions, compute_dtype: str,
 
 
 def finish(values: np.ndarray, prepared: PreparedNetwork) -> np.ndarray:
-    """Values computed in ``prepared.compute_dtype`` as ``prepared.result_dtype``."""
+    """Values computed in ``prepared.compute_dtype`` as ``prepared.result_dtype``.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        The contracted values.
+    prepared : PreparedNetwork
+        What :func:`~qsimdist.frontends.quimb_network.prepare` made of the inputs:
+        a real ``result_dtype`` keeps the real part.
+
+    Returns
+    -------
+    numpy.ndarray
+    """
     if prepared.result_dtype.startswith("float"):
         return values.real.astype(prepared.result_dtype)  # a copy, 0-d stays 0-d
     return values.astype(prepared.result_dtype, copy=False)
