@@ -91,7 +91,32 @@ def contract_arrays(arrays: Sequence[Any], inputs: Sequence[Sequence[Any]],
     ``mantissa * 10**exponent``, ``max |mantissa| == 1``, computed with the
     intermediates rescaled (no overflow or underflow whatever the value's
     magnitude), and an exactly zero value is ``(zeros, 0.0)``.
-    ``options``/keywords: see :class:`ContractOptions`.
+
+    Parameters
+    ----------
+    arrays : sequence of array_like
+        One array per tensor.
+    inputs : sequence of sequence of hashable
+        The indices of each tensor (repeated indices on one tensor mean its
+        diagonal, as in einsum).
+    output : sequence of hashable, optional
+        Indices to keep, in this order (``None``: quimb's default output).
+    options : ContractOptions or dict, optional
+        How to plan and run the contraction (see :class:`ContractOptions`).
+    strip_exponent : bool, default False
+        Return ``(mantissa, exponent)`` as above.
+    **kw
+        Fields of :class:`ContractOptions`, overriding ``options``.
+
+    Returns
+    -------
+    numpy.ndarray or tuple of (numpy.ndarray, numpy.float64)
+        The value, or its mantissa and exponent.
+
+    Raises
+    ------
+    InvalidInputError
+        Bad options, or arrays and indices that disagree (see :func:`prepare`).
     """
     opts = ContractOptions.coerce(options, **kw)
     prepared = prepare(arrays, inputs, output, opts.dtype)
@@ -123,30 +148,46 @@ def contract(tn: Any, output_inds: Sequence[str] | None = None, *, preserve_tens
              **kw: Any) -> Any:
     """Contract a quimb network with qsimdist; returns what ``tn.contract(all, ...)`` returns.
 
-    Args:
-        tn: a quimb ``TensorNetwork``, ``Tensor`` or list of ``Tensor``.
-        output_inds: indices to keep, in this order. ``None``: indices on
-            exactly one tensor, in order of appearance (quimb's default); a
-            network with hyper-indices needs them given (``()`` for a scalar).
-        preserve_tensor: return a ``Tensor`` even for a scalar result.
-        strip_exponent: return ``(result, exponent)`` with the value
-            ``result * 10**exponent`` and ``max |result| == 1``, as quimb's
-            ``tn.contract(all, strip_exponent=True)`` does; the intermediates are
-            rescaled as the plan runs, so values far outside the dtype's range
-            are exact to rounding (local executor only).
-        options: a :class:`ContractOptions` or a dict of its fields (``dtype``,
-            ``memory_limit``, ``path_options``, ``max_time``, ``executor``,
-            ``profile``, ``comm``, ...).
-        **kw: the same fields as keywords.
+    Parameters
+    ----------
+    tn : quimb TensorNetwork, Tensor or list of Tensor
+        The network to contract.
+    output_inds : sequence of str, optional
+        Indices to keep, in this order. ``None``: indices on exactly one tensor,
+        in order of appearance (quimb's default); a network with hyper-indices
+        needs them given (``()`` for a scalar).
+    preserve_tensor : bool, default False
+        Return a ``Tensor`` even for a scalar result.
+    strip_exponent : bool, default False
+        Return ``(result, exponent)`` with the value ``result * 10**exponent`` and
+        ``max |result| == 1``, as quimb's ``tn.contract(all, strip_exponent=True)``
+        does; the intermediates are rescaled as the plan runs, so values far
+        outside the dtype's range are exact to rounding (local executor only).
+    options : ContractOptions or dict, optional
+        A :class:`ContractOptions` or a dict of its fields (``dtype``,
+        ``memory_limit``, ``path_options``, ``max_time``, ``executor``,
+        ``profile``, ``comm``, ...).
+    **kw
+        The same fields as keywords.
 
-    Returns:
-        A Python scalar (real when quimb's would be), or a quimb ``Tensor``
-        with indices ``output_inds`` and the union of the tensors' tags
-        (with ``strip_exponent``, that and the exponent). The network's
-        ``exponent`` is folded into the result (or the returned exponent), as
-        quimb does; with the local executor the contraction is then rescaled
-        as it runs, so a large ``exponent`` on a network of small values (what
-        ``equalize_norms`` leaves) gives the right value.
+    Returns
+    -------
+    scalar, quimb Tensor or tuple
+        A Python scalar (real when quimb's would be), or a quimb ``Tensor`` with
+        indices ``output_inds`` and the union of the tensors' tags (with
+        ``strip_exponent``, that and the exponent). The network's ``exponent`` is
+        folded into the result (or the returned exponent), as quimb does; with the
+        local executor the contraction is then rescaled as it runs, so a large
+        ``exponent`` on a network of small values (what ``equalize_norms`` leaves)
+        gives the right value.
+
+    Raises
+    ------
+    InvalidInputError
+        Bad options, a hyper-index without ``output_inds``, or tensors whose
+        indices disagree.
+    MissingDependencyError
+        quimb is not installed.
     """
     qtn = _quimb_tensor()
     opts = ContractOptions.coerce(options, **kw)
@@ -178,7 +219,17 @@ def contract(tn: Any, output_inds: Sequence[str] | None = None, *, preserve_tens
 # ------------------------------------------------------------------ hook
 @dataclass
 class HookStats:
-    """What the :func:`use` hook did: contractions qsimdist ran and calls left to quimb."""
+    """What the :func:`use` hook did: contractions qsimdist ran and calls left to quimb.
+
+    Attributes
+    ----------
+    routed : int
+        Contractions qsimdist ran.
+    fallbacks : int
+        Calls passed to quimb's own function.
+    fallback_reasons : dict of str to int
+        Those calls counted by reason (``"no explicit output"``, ...).
+    """
 
     routed: int = 0
     fallbacks: int = 0
@@ -275,8 +326,24 @@ def use(options: ContractOptions | dict | None = None, **kw: Any) -> Iterator[Ho
     contractions are routed one by one; use ``tn.contract(all)`` or
     :func:`contract` to hand the whole network to qsimdist at once.
 
-    Yields:
-        A :class:`HookStats` counting routed and fallen-back calls of this block.
+    Parameters
+    ----------
+    options : ContractOptions or dict, optional
+        How the block's contractions are planned and run.
+    **kw
+        Fields of :class:`ContractOptions`, overriding ``options``.
+
+    Yields
+    ------
+    HookStats
+        Counts of the routed and fallen-back calls of this block.
+
+    Raises
+    ------
+    InvalidInputError
+        Bad options.
+    MissingDependencyError
+        quimb is not installed, or has no ``array_contract`` to hook (quimb < 1.8).
     """
     opts = ContractOptions.coerce(options, **kw)
     stats = HookStats()
@@ -328,8 +395,27 @@ def peps_norm(peps: Any, *, squared: bool = False, options: ContractOptions | di
 
     The network is quimb's ``peps.make_norm()``, contracted whole by qsimdist;
     any ``Lx``, ``Ly`` and bond dimension (planning slices to fit the memory
-    limit). Options as :func:`contract`. Equals quimb's ``peps.norm()``
-    computed by exact contraction.
+    limit). Equals quimb's ``peps.norm()`` computed by exact contraction.
+
+    Parameters
+    ----------
+    peps : quimb PEPS
+        The state (any tensor network state quimb can ``make_norm``).
+    squared : bool, default False
+        Return ``<psi|psi>`` instead of its square root.
+    options : ContractOptions or dict, optional
+        As for :func:`contract`.
+    **kw
+        As for :func:`contract`.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    InvalidInputError
+        ``peps`` is not a quimb tensor network state, or bad options.
     """
     _check_peps(peps)
     norm_tn = peps.make_norm(layer_tags=None)
@@ -343,19 +429,34 @@ def peps_local_expectation(peps: Any, operator: Any, where: Any, *, normalized: 
                            **kw: Any) -> complex | float:
     """Exact ``<psi|O|psi>`` (divided by ``<psi|psi>`` when ``normalized``) for a quimb PEPS.
 
-    Args:
-        peps: a quimb ``PEPS`` (or any tensor network state quimb can ``gate``).
-        operator: the local operator, a ``(d^k, d^k)`` or ``(d,)*2k`` array.
-        where: one site ``(x, y)`` or a sequence of ``k`` sites.
-        normalized: divide by the exact ``<psi|psi>``.
-        options: as :func:`contract`.
-        **kw: as :func:`contract`.
-
-    Returns:
-        A Python scalar (real when the imaginary part is negligible, as quimb's).
-
     The network ``<psi|O|psi>`` is built with quimb's tools: ``gate(...,
     contract=False)`` on a copy, then ``make_overlap`` with the state.
+
+    Parameters
+    ----------
+    peps : quimb PEPS
+        The state (or any tensor network state quimb can ``gate``).
+    operator : array_like
+        The local operator, a ``(d^k, d^k)`` or ``(d,)*2k`` array.
+    where : tuple or sequence of tuple
+        One site ``(x, y)`` or a sequence of ``k`` sites.
+    normalized : bool, default True
+        Divide by the exact ``<psi|psi>``.
+    options : ContractOptions or dict, optional
+        As for :func:`contract`.
+    **kw
+        As for :func:`contract`.
+
+    Returns
+    -------
+    complex or float
+        A Python scalar (real when the imaginary part is negligible, as quimb's).
+
+    Raises
+    ------
+    InvalidInputError
+        ``peps`` is not a tensor network state, an operator that is not numeric
+        or whose size does not match the sites, no site or an unknown one.
     """
     _check_peps(peps)
     op = np.asarray(operator)

@@ -34,14 +34,19 @@ EXPONENT_KEY = "exponent"
 class PreparedNetwork:
     """A contraction as a qsimdist :class:`Network`, with what is needed to give the result back.
 
-    Attributes:
-        network: the IR (index names are strings).
-        output: the caller's output indices, in order (their original objects).
-        compute_dtype: the complex dtype the plan runs in.
-        result_dtype: the dtype of the returned values.
-        exponent: the network's scale, log10: its value is the contraction
-            times ``10**exponent`` (quimb's ``TensorNetwork.exponent``; 0.0 for
-            plain arrays).
+    Attributes
+    ----------
+    network : Network
+        The IR (index names are strings).
+    output : tuple
+        The caller's output indices, in order (their original objects).
+    compute_dtype : {"complex64", "complex128"}
+        The complex dtype the plan runs in.
+    result_dtype : str
+        The dtype of the returned values.
+    exponent : float, default 0.0
+        The network's scale, log10: its value is the contraction times
+        ``10**exponent`` (quimb's ``TensorNetwork.exponent``; 0.0 for plain arrays).
     """
 
     network: Network
@@ -71,9 +76,21 @@ def _index_names(inputs: Sequence[tuple], output: tuple) -> dict:
 def default_output(inputs: Sequence[tuple]) -> tuple:
     """quimb's default output: indices on exactly one tensor, in order of first appearance.
 
-    Raises:
-        InvalidInputError: an index on three or more tensors (a hyper-index),
-            for which quimb, too, needs explicit ``output_inds``.
+    Parameters
+    ----------
+    inputs : sequence of tuple
+        The indices of each tensor (an index repeated on one tensor counts once).
+
+    Returns
+    -------
+    tuple
+        The output indices.
+
+    Raises
+    ------
+    InvalidInputError
+        An index on three or more tensors (a hyper-index), for which quimb, too,
+        needs explicit ``output_inds``.
     """
     count: dict = {}
     for term in inputs:
@@ -109,21 +126,32 @@ def prepare(arrays: Sequence[Any], inputs: Sequence[Sequence[Any]], output: Sequ
             dtype: str | None = None, exponent: float = 0.0) -> PreparedNetwork:
     """Check a contraction given as arrays and index lists and turn it into a Network.
 
-    Args:
-        arrays: one array per tensor (anything ``numpy.asarray`` takes).
-        inputs: the indices of each tensor (any hashable; repeated indices on
-            one tensor mean its diagonal, as in einsum).
-        output: indices to keep, in this order; ``None`` for quimb's default
-            (:func:`default_output`).
-        dtype: ``complex64``, ``complex128``, ``float32``, ``float64``, or
-            ``None`` to follow the arrays (see :class:`qsimdist.quimb.ContractOptions`).
-        exponent: the network's scale, log10 (kept as ``PreparedNetwork.exponent``
-            and, when nonzero, ``network.meta["exponent"]``).
+    Parameters
+    ----------
+    arrays : sequence of array_like
+        One array per tensor (anything ``numpy.asarray`` takes).
+    inputs : sequence of sequence of hashable
+        The indices of each tensor (any hashable; repeated indices on one tensor
+        mean its diagonal, as in einsum).
+    output : sequence of hashable or None
+        Indices to keep, in this order; ``None`` for quimb's default
+        (:func:`default_output`).
+    dtype : {"complex64", "complex128", "float32", "float64"}, optional
+        ``None`` to follow the arrays (see :class:`qsimdist.quimb.ContractOptions`).
+    exponent : float, default 0.0
+        The network's scale, log10 (kept as ``PreparedNetwork.exponent`` and, when
+        nonzero, ``network.meta["exponent"]``).
 
-    Raises:
-        InvalidInputError: no tensors, an array whose rank or extents disagree
-            with its indices or with another tensor's, a bad output index, or a
-            real ``dtype`` asked for complex inputs.
+    Returns
+    -------
+    PreparedNetwork
+
+    Raises
+    ------
+    InvalidInputError
+        No tensors, an array whose rank or extents disagree with its indices or
+        with another tensor's, a bad output index, a non-finite exponent, or a real
+        ``dtype`` asked for complex inputs.
     """
     if len(arrays) == 0:
         raise InvalidInputError("the network has no tensors; nothing to contract")
