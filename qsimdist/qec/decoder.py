@@ -62,36 +62,52 @@ DETECTOR_SETS = ("all", "observables")
 class MLDecoder:
     """A maximum-likelihood decoder for one detector error model, planned once.
 
-    Args:
-        dem: a ``stim.DetectorErrorModel``, a ``stim.Circuit``, or the path of a
-            ``.dem`` or ``.stim`` file.
-        batch_size: shots per contraction (the extent of the open batch index);
-            default :data:`DEFAULT_BATCH`, lowered to the number of shots of the
-            first call when that is smaller and halved while the plan would
-            peak over ``memory_limit``.
-        memory_limit: peak memory of one contraction, e.g. ``"1GiB"`` (the plan
-            slices to fit); default :data:`DEFAULT_MEMORY`.
-        path_options: a :class:`~qsimdist.planner.path.PathOptions` or a dict of
-            its fields, for the one path search.
-        backend: array library for the executor (``"numpy"`` or ``"cupy"``).
-        path: ``"sweep"`` (default) contracts along :func:`~qsimdist.qec.network.sweep_path`,
-            a detector-by-detector sweep made in milliseconds; ``"search"`` runs
-            cotengra's hyper-optimiser (:func:`~qsimdist.planner.plan.make_plan`),
-            which on these hyper-index-heavy networks is slow (minutes for the
-            d=3 circuit-level model) and found a costlier path there.
-        detectors: which detectors the decoder reads: ``"all"`` (default: exact
-            maximum likelihood given the whole syndrome); ``"observables"``
-            (the observables' graphlike sector, see
-            :func:`~qsimdist.qec.network.observable_sector`: exact maximum
-            likelihood given those detectors, the others summed over); or a
-            sequence of detector ids. Syndromes are always given in full.
+    Parameters
+    ----------
+    dem : stim.DetectorErrorModel, stim.Circuit, str or os.PathLike
+        The error model, a circuit, or the path of a ``.dem`` or ``.stim`` file.
+    batch_size : int, optional
+        Shots per contraction (the extent of the open batch index, >= 1); default
+        :data:`DEFAULT_BATCH`, lowered to the number of shots of the first call
+        when that is smaller and halved while the plan would peak over
+        ``memory_limit``.
+    memory_limit : str or int, optional
+        Peak memory of one contraction, e.g. ``"1GiB"`` (the plan slices to fit);
+        default :data:`DEFAULT_MEMORY`.
+    path_options : PathOptions or dict, optional
+        Options of the one path search (``path="search"``).
+    backend : {"numpy", "cupy"}
+        Array library for the executor.
+    path : {"sweep", "search"}
+        ``"sweep"`` (default) contracts along
+        :func:`~qsimdist.qec.network.sweep_path`, a detector-by-detector sweep made
+        in milliseconds; ``"search"`` runs cotengra's hyper-optimiser
+        (:func:`~qsimdist.planner.plan.make_plan`), which on these
+        hyper-index-heavy networks is slow (minutes for the d=3 circuit-level
+        model) and found a costlier path there.
+    detectors : {"all", "observables"} or sequence of int
+        Which detectors the decoder reads: ``"all"`` (default: exact maximum
+        likelihood given the whole syndrome); ``"observables"`` (the observables'
+        graphlike sector, see :func:`~qsimdist.qec.network.observable_sector`:
+        exact maximum likelihood given those detectors, the others summed over);
+        or a sequence of detector ids. Syndromes are always given in full.
 
-    Attributes:
-        model: the merged error mechanisms.
-        plan: the plan every chunk runs (``None`` before the first call).
-        stats: ``plans`` made, ``contractions`` run, ``shots`` decoded,
-            ``batch_size``, ``plan_seconds``, ``execute_seconds``, ``flops`` per
-            contraction, ``peak_bytes``.
+    Attributes
+    ----------
+    model : ErrorModel
+        The merged error mechanisms.
+    plan : Plan or None
+        The plan every chunk runs (``None`` before the first call).
+    stats : dict
+        ``plans`` made, ``contractions`` run, ``shots`` decoded, ``batch_size``,
+        ``plan_seconds``, ``execute_seconds``, ``flops`` per contraction,
+        ``peak_bytes``.
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown ``path`` or ``detectors``, a bad ``batch_size``, memory limit,
+        backend or path options, or an unreadable ``dem``.
     """
 
     def __init__(
@@ -158,6 +174,22 @@ class MLDecoder:
         With ``batch_size`` left to qsimdist, a batch whose unsliced sweep plan
         would peak over the memory limit is halved (down to one shot) before
         any index is sliced: a smaller batch costs nothing per shot, slicing does.
+
+        Parameters
+        ----------
+        shots : int
+            The shots of the first call (bounds the batch when ``batch_size`` is
+            left to qsimdist).
+
+        Returns
+        -------
+        Plan
+            The one plan (made earlier, where it was).
+
+        Raises
+        ------
+        PlanError
+            The plan does not fit the memory limit or the host.
         """
         if self.plan is not None:
             return self.plan
@@ -188,6 +220,22 @@ class MLDecoder:
         """``P(syndrome, observables = l)`` per shot, shape ``(shots, 2**num_observables)``.
 
         Not normalised: a row sums to the probability of its syndrome.
+
+        Parameters
+        ----------
+        syndromes : array_like
+            ``(shots, num_detectors)`` detector bits (bool or 0/1), or one shot's
+            ``(num_detectors,)`` bits.
+
+        Returns
+        -------
+        numpy.ndarray
+            float64, observable ``k`` as bit ``k`` of the column.
+
+        Raises
+        ------
+        InvalidInputError
+            Syndromes of the wrong shape or with values other than 0 and 1.
         """
         bits = check_syndromes(syndromes, self.num_detectors)
         if self.kept is not None:
@@ -214,14 +262,36 @@ class MLDecoder:
         return out
 
     def probabilities(self, syndromes: object) -> np.ndarray:
-        """``P(observables = l | syndrome)`` per shot, rows summing to 1 (NaN: impossible)."""
+        """``P(observables = l | syndrome)`` per shot, rows summing to 1 (NaN: impossible).
+
+        Parameters
+        ----------
+        syndromes : array_like
+            As for :meth:`joint_probabilities`.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(shots, 2**num_observables)`` float64.
+        """
         joint = self.joint_probabilities(syndromes)
         total = joint.sum(axis=1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(total > 0, joint / np.where(total > 0, total, 1.0), np.nan)
 
     def predict(self, syndromes: object) -> np.ndarray:
-        """The most likely observable flips per shot, ``(shots, num_observables)`` uint8."""
+        """The most likely observable flips per shot, ``(shots, num_observables)`` uint8.
+
+        Parameters
+        ----------
+        syndromes : array_like
+            As for :meth:`joint_probabilities`.
+
+        Returns
+        -------
+        numpy.ndarray
+            uint8 bits (all zeros for a syndrome the model cannot produce).
+        """
         return outcome_bits(self.probabilities(syndromes), self.num_observables)
 
 
@@ -272,25 +342,50 @@ def outcome_bits(probabilities: np.ndarray, num_observables: int) -> np.ndarray:
 def decode(dem: object, syndromes: object, **options) -> np.ndarray:
     """Per shot, the probability of every logical-observable outcome given its syndrome.
 
-    Args:
-        dem: a ``stim.DetectorErrorModel``, a ``stim.Circuit``, or the path of a
-            ``.dem`` or ``.stim`` file.
-        syndromes: ``(shots, num_detectors)`` detector bits (bool or 0/1), or one
-            shot's ``(num_detectors,)`` bits.
-        **options: :class:`MLDecoder` options (``batch_size``, ``memory_limit``,
-            ``path``, ``path_options``, ``backend``).
+    Parameters
+    ----------
+    dem : stim.DetectorErrorModel, stim.Circuit, str or os.PathLike
+        The error model, a circuit, or the path of a ``.dem`` or ``.stim`` file.
+    syndromes : array_like
+        ``(shots, num_detectors)`` detector bits (bool or 0/1), or one shot's
+        ``(num_detectors,)`` bits.
+    **options
+        :class:`MLDecoder` options (``batch_size``, ``memory_limit``, ``path``,
+        ``path_options``, ``backend``, ``detectors``).
 
-    Returns:
+    Returns
+    -------
+    numpy.ndarray
         ``(shots, 2**num_observables)`` float64, normalised per shot: entry
-        ``[s, l]`` is ``P(observables = l | syndrome s)`` with observable ``k``
-        as bit ``k`` of ``l``. Rows of syndromes the model cannot produce are NaN.
+        ``[s, l]`` is ``P(observables = l | syndrome s)`` with observable ``k`` as
+        bit ``k`` of ``l``. Rows of syndromes the model cannot produce are NaN.
+
+    Raises
+    ------
+    InvalidInputError
+        Bad options or syndromes, or an unreadable ``dem``.
     """
     return MLDecoder(dem, **options).probabilities(syndromes)
 
 
 def predict(dem: object, syndromes: object, **options) -> np.ndarray:
     """The most likely observable flips per shot: ``(shots, num_observables)`` uint8,
-    as pymatching's ``decode_batch`` returns them. Options as for :func:`decode`."""
+    as pymatching's ``decode_batch`` returns them.
+
+    Parameters
+    ----------
+    dem : stim.DetectorErrorModel, stim.Circuit, str or os.PathLike
+        As for :func:`decode`.
+    syndromes : array_like
+        As for :func:`decode`.
+    **options
+        :class:`MLDecoder` options, as for :func:`decode`.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint8 bits, observable ``k`` in column ``k``.
+    """
     return MLDecoder(dem, **options).predict(syndromes)
 
 

@@ -55,12 +55,21 @@ for _a in (0, 1):
 class ErrorModel:
     """The independent mechanisms of a DEM, merged and in plain Python form.
 
-    Attributes:
-        num_detectors: detectors of the model (syndrome length).
-        num_observables: logical observables of the model.
-        probabilities: one probability per mechanism.
-        detectors: per mechanism, the sorted detectors it flips.
-        observables: per mechanism, the sorted observables it flips.
+    Attributes
+    ----------
+    num_detectors : int
+        Detectors of the model (syndrome length).
+    num_observables : int
+        Logical observables of the model.
+    probabilities : tuple of float
+        One probability per mechanism.
+    detectors : tuple of tuple of int
+        Per mechanism, the sorted detectors it flips.
+    observables : tuple of tuple of int
+        Per mechanism, the sorted observables it flips.
+    meta : dict
+        Notes carried with the model, not compared (a marginal model's
+        ``"detectors"``: the detectors it keeps).
     """
 
     num_detectors: int
@@ -89,17 +98,27 @@ def _stim():
 def load_dem(source: object, *, decompose: bool = False):
     """A ``stim.DetectorErrorModel`` from a DEM, a circuit, DEM/circuit text file or path.
 
-    Args:
-        source: a ``stim.DetectorErrorModel``; a ``stim.Circuit``; or a path to
-            a ``.dem`` file or a ``.stim`` circuit file.
-        decompose: for a circuit, ask stim for its graphlike decomposition
-            (``^`` separators; only :func:`observable_sector` reads them), falling
-            back to the undecomposed model when stim cannot decompose it. The
-            decoder itself needs no decomposition (``^`` parts are XORed).
+    Parameters
+    ----------
+    source : stim.DetectorErrorModel, stim.Circuit, str or os.PathLike
+        A detector error model, a circuit, or a path to a ``.dem`` file or a
+        ``.stim`` circuit file.
+    decompose : bool, default False
+        For a circuit, ask stim for its graphlike decomposition (``^`` separators;
+        only :func:`observable_sector` reads them), falling back to the
+        undecomposed model when stim cannot decompose it. The decoder itself needs
+        no decomposition (``^`` parts are XORed).
 
-    Raises:
-        CircuitParseError: the file does not parse, or the circuit has no error model.
-        InvalidInputError: the source is of another type or the file is missing.
+    Returns
+    -------
+    stim.DetectorErrorModel
+
+    Raises
+    ------
+    CircuitParseError
+        The file does not parse, or the circuit has no error model.
+    InvalidInputError
+        The source is of another type or the file is missing.
     """
     stim = _stim()
     if isinstance(source, stim.DetectorErrorModel):
@@ -316,20 +335,25 @@ def build_network(model: ErrorModel, syndromes: np.ndarray | None = None,
                   batch: int | None = None) -> Network:
     """The decoding network of ``model`` for a batch of syndromes.
 
-    Args:
-        model: the mechanisms (see :func:`error_model`).
-        syndromes: ``(shots, num_detectors)`` bits; ``None`` means all-zero
-            syndromes (the structure is the same for every value).
-        batch: the extent of the batch index (default: the number of shots, or 1).
+    Parameters
+    ----------
+    model : ErrorModel
+        The mechanisms (see :func:`error_model`).
+    syndromes : numpy.ndarray, optional
+        ``(shots, num_detectors)`` bits; ``None`` means all-zero syndromes (the
+        structure is the same for every value).
+    batch : int, optional
+        The extent of the batch index (default: the number of shots, or 1).
 
-    Returns:
-        A :class:`~qsimdist.network.Network` with output ``("batch", L{K-1}, ..., L0)``
-        whose value ``[b, l]`` is the joint probability ``P(syndrome_b, l)``. Its
-        ``meta["syndrome_tensors"]`` lists, per detector, the position of its
-        syndrome tensor (or ``None`` for a detector no mechanism flips, whose
-        syndrome tensor is over ``batch`` alone). A model without detectors
-        gets one tensor of ones over ``batch``, so that every shot has the
-        same (unconditioned) probabilities.
+    Returns
+    -------
+    Network
+        Output ``("batch", L{K-1}, ..., L0)``, whose value ``[b, l]`` is the joint
+        probability ``P(syndrome_b, l)``. Its ``meta["syndrome_tensors"]`` lists,
+        per detector, the position of its syndrome tensor (or ``None`` for a
+        detector no mechanism flips, whose syndrome tensor is over ``batch``
+        alone). A model without detectors gets one tensor of ones over ``batch``,
+        so that every shot has the same (unconditioned) probabilities.
     """
     n_det, n_obs = model.num_detectors, model.num_observables
     if syndromes is None:
@@ -473,16 +497,28 @@ def with_syndromes(net: Network, syndromes: np.ndarray) -> Network:
 def decoding_network(dem: object, syndromes: np.ndarray | None = None) -> Network:
     """The exact maximum-likelihood decoding network of ``dem`` for ``syndromes``.
 
-    Args:
-        dem: a ``stim.DetectorErrorModel``, a ``stim.Circuit``, or the path of a
-            ``.dem`` / ``.stim`` file.
-        syndromes: ``(shots, num_detectors)`` detector bits, or one shot's
-            ``(num_detectors,)`` bits; default: one all-zero syndrome.
+    Parameters
+    ----------
+    dem : stim.DetectorErrorModel, stim.Circuit, str or os.PathLike
+        The error model, a circuit, or the path of a ``.dem`` / ``.stim`` file.
+    syndromes : array_like, optional
+        ``(shots, num_detectors)`` detector bits (bool or 0/1), or one shot's
+        ``(num_detectors,)`` bits; default: one all-zero syndrome.
 
-    Returns:
-        A :class:`~qsimdist.network.Network` whose contraction, of shape
-        ``(shots, 2, ..., 2)`` over ``("batch", L{K-1}, ..., L0)``, holds the
-        joint probabilities ``P(syndrome, observable outcome)`` (not normalised).
+    Returns
+    -------
+    Network
+        Its contraction, of shape ``(shots, 2, ..., 2)`` over
+        ``("batch", L{K-1}, ..., L0)``, holds the joint probabilities
+        ``P(syndrome, observable outcome)`` (not normalised).
+
+    Raises
+    ------
+    InvalidInputError
+        Syndromes of the wrong shape or with values other than 0 and 1, a source
+        of another type or a missing file.
+    CircuitParseError
+        A file that does not parse, or a circuit without an error model.
     """
     model = error_model(load_dem(dem))
     if syndromes is not None:
