@@ -90,23 +90,47 @@ def plan(
 ) -> Plan:
     """Plan the contraction for ``circuit``'s amplitudes (or for a tensor network).
 
-    Args:
-        circuit: anything :func:`qsimdist.frontends.load` accepts.
-        bitstrings: one bitstring (``*`` leaves a qubit open) or several, merged
-            into one batched pattern with ``*`` where they differ. Default: all zeros.
-        order: ``qiskit`` (rightmost character is qubit 0) or ``natural``.
-        memory_limit: peak bytes allowed (``"8GiB"``, ``2e9``, or a resolved
-            :class:`~qsimdist.engine.MemoryBudget`); slicing is added to fit.
-        dtype: ``complex64`` or ``complex128``.
-        simplify_sequence: simplification letters, quimb's names ("" to skip).
-        max_time: path-search budget in seconds (see :class:`PathOptions`).
-        max_repeats: path-search trials (see :class:`PathOptions`).
-        tree: a saved tree or path to plan along instead of searching (see
-            :func:`qsimdist.planner.trees.load_tree`: a qsimdist tree or plan, an
-            SSA or linear path, a pickled cotengra ``ContractionTree``); re-sliced
-            along the same path where its slicing does not fit ``memory_limit``.
-            The network is simplified as the tree file records (see
-            :func:`tree_network`), which takes precedence over ``simplify_sequence``.
+    Parameters
+    ----------
+    circuit : str, os.PathLike, QuantumCircuit, GateCircuit or Network
+        Anything :func:`qsimdist.frontends.load` accepts (a circuit or network
+        file, a bundled circuit's name, a Qiskit or quimb circuit, a network).
+    bitstrings : str or sequence of str, optional
+        One bitstring (``*`` leaves a qubit open) or several, merged into one
+        batched pattern with ``*`` where they differ. Default: all zeros.
+    order : {"qiskit", "natural"}
+        ``qiskit`` (default: the rightmost character is qubit 0) or ``natural``.
+    memory_limit : str, int or MemoryBudget, optional
+        Peak bytes allowed (``"8GiB"``, ``2e9``, or a resolved
+        :class:`~qsimdist.engine.MemoryBudget`); slicing is added to fit.
+    dtype : {"complex64", "complex128"}
+        The dtype the plan runs in.
+    simplify_sequence : str, default "ADCRS"
+        Simplification letters, quimb's names (``""`` to skip).
+    path_options : PathOptions or dict, optional
+        The path search's options.
+    max_time, max_repeats : float, int, optional
+        Path-search budget in seconds and trials (override ``path_options``).
+    progbar : bool, default False
+        Show cotengra's progress bar during the path search.
+    tree : str or os.PathLike, optional
+        A saved tree or path to plan along instead of searching (see
+        :func:`qsimdist.planner.trees.load_tree`: a qsimdist tree or plan, an SSA or
+        linear path, a pickled cotengra ``ContractionTree``); re-sliced along the
+        same path where its slicing does not fit ``memory_limit``. The network is
+        simplified as the tree file records (see :func:`tree_network`), which takes
+        precedence over ``simplify_sequence``.
+
+    Returns
+    -------
+    Plan
+
+    Raises
+    ------
+    InvalidInputError
+        A bad option or bitstring, or bitstrings given for a tensor network.
+    PlanError
+        The memory limit is too small for any plan found (or for the tree's path).
     """
     dtype = check_dtype(dtype)
     budget = MemoryBudget.resolve(memory_limit)  # once: the steps below share it
@@ -270,32 +294,71 @@ def amplitudes(
     batches is chosen by a cost model (:func:`open_positions` groups, each
     contraction's fixed cost against ``2^k`` outputs) within the memory
     limit. Contractions with the same network structure reuse one plan.
-    ``progress(stage, done, total)`` reports contractions done.
-
     Before anything is built, a pattern whose output alone exceeds the memory
-    limit is refused; before executing, a plan whose peak exceeds it is refused
-    (``memory_limit="none"``: this machine's physical memory + swap).
+    limit is refused; before executing, a plan whose peak exceeds it is refused.
 
-    ``executor="mpi"`` (run every rank of ``mpiexec`` through this same call)
-    plans each contraction once on rank 0 for the ranks of ``comm`` (default
-    ``MPI.COMM_WORLD``) with hardware ``profile`` (default ``"local-cpu"``),
-    ``memory_limit`` being the limit *per rank*; the plan is broadcast and
-    its distributed schedule run on every rank, which all return the result.
-    ``collectives`` (``"auto"``, ``"mpi"``, ``"nccl"``; the CLI's ``--comm``)
-    says how the ranks exchange arrays: NCCL between GPUs (``backend="cupy"``,
-    one GPU per rank; not yet run on a GPU) or MPI; ``stats["comm"]`` names
-    the choice (see :func:`qsimdist.executors.comm.choose_collectives`).
+    Parameters
+    ----------
+    circuit : str, os.PathLike, QuantumCircuit or GateCircuit
+        Anything :func:`qsimdist.frontends.load` accepts that is a circuit.
+    bitstrings : str or sequence of str
+        One bitstring pattern or several (``*`` expands to both values).
+    order : {"qiskit", "natural"}
+        ``qiskit`` (default: the rightmost character is qubit 0) or ``natural``.
+    dtype : {"complex64", "complex128"}
+        The dtype amplitudes are computed in.
+    memory_limit : str, int or None
+        Peak bytes (``"8GiB"``, an int; per rank under MPI); ``None``: the default
+        limit; ``"none"``: this machine's physical memory + swap.
+    backend : {"numpy", "cupy"}
+        The array library.
+    simplify_sequence : str, default "ADCRS"
+        Simplification letters, quimb's names (``""`` to skip).
+    path_options : PathOptions or dict, optional
+        The path search's options.
+    max_time, max_repeats : float, int, optional
+        Path-search budget (override ``path_options``).
+    progress : callable, optional
+        ``progress(stage, done, total)``, reporting contractions done.
+    batch : bool, default True
+        Batch bitstrings without ``*`` into shared contractions (see above).
+    executor : {"local", "mpi", "auto"}
+        ``"mpi"`` (run every rank of ``mpiexec`` through this same call) plans each
+        contraction once on rank 0 for the ranks of ``comm`` with hardware
+        ``profile``, ``memory_limit`` being the limit *per rank*; the plan is
+        broadcast and its distributed schedule run on every rank, which all return
+        the result.
+    profile, comm : str or HardwareProfile, MPI communicator, optional
+        Distributed: the hardware profile (default ``"local-cpu"``), the ranks
+        (default ``MPI.COMM_WORLD``).
+    method : {"auto", "statevector", "tensor-network"}
+        ``"auto"`` (default) takes the route :func:`choose_route` predicts cheaper:
+        ``"statevector"`` (fused gates applied to the full state in circuit order,
+        where the state fits the memory limit; every requested amplitude is read
+        from that one state) or ``"tensor-network"`` (the contractions above).
+        ``stats["method"]`` names the route taken and ``stats["route"]`` the
+        predictions behind it.
+    gemm : str, default "complex"
+        How the tensor-network route's BLAS steps multiply (``"complex"``,
+        ``"3m"``; ``"tf32"`` and ``"3m-tf32"`` with ``backend="cupy"``), see
+        :func:`qsimdist.executors.local.execute`; the statevector route ignores it.
+    collectives : {"auto", "mpi", "nccl"}
+        How the ranks exchange arrays (the CLI's ``--comm``): NCCL between GPUs
+        (``backend="cupy"``, one GPU per rank; not yet run on a GPU) or MPI;
+        ``stats["comm"]`` names the choice (see
+        :func:`qsimdist.executors.comm.choose_collectives`).
 
-    ``method``: ``"auto"`` (default) takes the route :func:`choose_route`
-    predicts cheaper: ``"statevector"`` (fused gates applied to the full
-    state in circuit order, where the state fits the memory limit; every
-    requested amplitude is read from that one state) or ``"tensor-network"``
-    (the contractions above). ``stats["method"]`` names the route taken and
-    ``stats["route"]`` the predictions behind it.
+    Returns
+    -------
+    AmplitudeResult
 
-    ``gemm``: how the tensor-network route's BLAS steps multiply (``"complex"``,
-    ``"3m"``; ``"tf32"`` and ``"3m-tf32"`` with ``backend="cupy"``), see
-    :func:`qsimdist.executors.local.execute`; the statevector route ignores it.
+    Raises
+    ------
+    InvalidInputError
+        An unknown method, order, dtype, backend, executor or GEMM mode, a bad
+        bitstring, or a tensor network given as ``circuit``.
+    PlanError
+        A pattern's output or a plan's peak exceeds the memory limit.
     """
     if method not in METHODS:
         raise InvalidInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
@@ -311,7 +374,22 @@ def amplitudes(
 
 
 def amplitude(circuit, bitstring: str, **kwargs) -> complex:
-    """One amplitude ``<bitstring|U|0>`` (no ``*``); keywords as :func:`amplitudes`."""
+    """One amplitude ``<bitstring|U|0>`` (no ``*``).
+
+    Parameters
+    ----------
+    circuit : str, os.PathLike, QuantumCircuit or GateCircuit
+        As for :func:`amplitudes`.
+    bitstring : str
+        A bitstring of 0 and 1, one character per qubit.
+    **kwargs
+        Keywords as for :func:`amplitudes`.
+
+    Raises
+    ------
+    BitstringError
+        ``bitstring`` is not a string, or holds ``*``.
+    """
     if not isinstance(bitstring, str):
         raise BitstringError(
             f"bitstring must be a string of 0 and 1, got {shorten(bitstring)} "
@@ -335,17 +413,37 @@ def contract(
 ):
     """Contract a tensor network (a :class:`Network`, cotengra JSON path, or quimb network).
 
-    A quimb ``TensorNetwork`` is converted by
-    :func:`~qsimdist.frontends.network_from_quimb`, as :func:`qsimdist.quimb.contract`
-    converts it: the result's axes follow ``output_inds`` (quimb networks
-    only) in the order given, by default quimb's output (indices on exactly
-    one tensor, in order of first appearance). The network's ``exponent``
-    (kept as ``meta["exponent"]``, log10; a :class:`Network` may carry one
-    too) multiplies the result by ``10**exponent``; the plan then runs with
-    its intermediates rescaled, so the value is right even where the
-    contraction without the exponent would overflow or underflow.
+    A quimb ``TensorNetwork`` is converted as :func:`qsimdist.quimb.contract` converts it
+    (:func:`~qsimdist.frontends.network_from_quimb`). The network's ``exponent`` (kept as
+    ``meta["exponent"]``, log10; a :class:`Network` may carry one too) multiplies the
+    result by ``10**exponent``; the plan then runs with its intermediates rescaled, so
+    the value is right where the contraction without it would overflow or underflow.
 
-    ``gemm``: the executor's GEMM mode (see :func:`qsimdist.executors.local.execute`).
+    Parameters
+    ----------
+    network : Network, str, os.PathLike or quimb TensorNetwork
+        The network.
+    output_inds : sequence of str, optional
+        quimb networks only: the result's axes, in the order given; by default
+        quimb's output (indices on exactly one tensor, in order of first appearance).
+    dtype : {"complex64", "complex128"}
+        The dtype the contraction runs in.
+    memory_limit : str, int or None
+        Peak bytes (``"8GiB"``, an int); ``None``: the default; ``"none"``: no limit.
+    backend : {"numpy", "cupy"}
+        The array library.
+    simplify_sequence : str, default ""
+        Simplification letters, quimb's names (``""``: none).
+    path_options : PathOptions or dict, optional
+        The path search's options.
+    gemm : str, default "complex"
+        The executor's GEMM mode (see :func:`qsimdist.executors.local.execute`).
+
+    Raises
+    ------
+    InvalidInputError
+        A circuit instead of a network, ``output_inds`` for a network that is not
+        quimb's, a non-finite exponent, or a bad option.
     """
     from .frontends.quimb_network import EXPONENT_KEY, times_ten_to
 
@@ -394,32 +492,54 @@ def run_plan(
 ) -> PlanRun:
     """Execute a saved plan: the Python twin of ``qsimdist run``.
 
-    Args:
-        plan: a :class:`Plan`, or the path of a plan file (``qsimdist plan -o``,
-            :meth:`Plan.save`). Under a distributed executor only rank 0's is read
-            (the other ranks may pass ``None``) and sent to every rank.
-        backend: array library, ``"numpy"`` or ``"cupy"``.
-        memory_limit: the bytes a run may hold (``"8GiB"``; ``None``: the
-            machine's default; ``"none"``: physical memory + swap). A plan is
-            already sliced: one peaking above it is refused before anything is
-            allocated. Under MPI: the limit per rank.
-        executor: ``"auto"`` (``"mpi"`` with a ``comm`` or under mpiexec with
-            several ranks, else ``"local"``), ``"local"`` or ``"mpi"``.
-        comm: MPI communicator (default ``MPI.COMM_WORLD``).
-        gemm: how BLAS steps multiply (see :func:`qsimdist.executors.local.execute`).
-        collectives: how the ranks exchange arrays (``"auto"``, ``"mpi"``,
-            ``"nccl"``; see :func:`qsimdist.executors.comm.choose_collectives`).
-        progress: ``progress("slices", done, total)`` (:mod:`qsimdist.progress`), called
-            as slices finish.
-        trace: under MPI, a file to write each step's measured seconds, bytes and
-            peak beside the prediction (rank 0 writes it; input for
-            ``qsimdist calibrate --from-trace``).
-
     Under MPI every rank calls this with the same arguments: rank 0 reads the
     plan and sends it to every rank, which validate it and run its distributed
     schedule (made for that many ranks, ``qsimdist plan --profile NAME
     --devices P``); every rank returns the values, and rank 0's ``stats`` hold
     each rank's measurements.
+
+    Parameters
+    ----------
+    plan : Plan, str, os.PathLike or None
+        A :class:`Plan`, or the path of a plan file (``qsimdist plan -o``,
+        :meth:`Plan.save`). Under a distributed executor only rank 0's is read
+        (the other ranks may pass ``None``) and sent to every rank.
+    backend : {"numpy", "cupy"}
+        The array library.
+    memory_limit : str, int or None
+        The bytes a run may hold (``"8GiB"``; ``None``: the machine's default;
+        ``"none"``: physical memory + swap). A plan is already sliced: one peaking
+        above it is refused before anything is allocated. Under MPI: the limit per
+        rank.
+    executor : {"auto", "local", "mpi"}
+        ``"auto"`` (``"mpi"`` with a ``comm`` or under mpiexec with several ranks,
+        else ``"local"``), ``"local"`` or ``"mpi"``.
+    comm : MPI communicator, optional
+        The ranks (default ``MPI.COMM_WORLD``).
+    gemm : str, default "complex"
+        How BLAS steps multiply (see :func:`qsimdist.executors.local.execute`).
+    collectives : {"auto", "mpi", "nccl"}
+        How the ranks exchange arrays (see
+        :func:`qsimdist.executors.comm.choose_collectives`).
+    progress : callable, optional
+        ``progress("slices", done, total)`` (:mod:`qsimdist.progress`), called as
+        slices finish.
+    trace : str or os.PathLike, optional
+        Under MPI, a file to write each step's measured seconds, bytes and peak
+        beside the prediction (rank 0 writes it; input for
+        ``qsimdist calibrate --from-trace``).
+
+    Returns
+    -------
+    PlanRun
+
+    Raises
+    ------
+    InvalidInputError
+        No plan on rank 0, a ``trace`` outside a distributed run, or a bad option.
+    PlanError
+        An unreadable plan file (:class:`PlanFormatError`), or a plan whose peak
+        exceeds the memory limit.
     """
     import logging
     import time
