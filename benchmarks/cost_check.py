@@ -6,7 +6,7 @@
 
 For each kicked-Ising term (127 qubits, :mod:`benchmarks.kicked_ising`), in one process:
 :func:`qsimdist.expectation_costs` prices the term on an engine (nothing contracted), then
-:func:`qsimdist.engine.expectation.expectation_values` runs it ``--repeats`` times on the
+:func:`qsimdist.expectation_values` runs it ``--repeats`` times on the
 same engine, which reuses the priced plan. Reported: the priced FLOPs and the executed ones
 (the engine's own count; they must be equal), the predicted seconds on this machine and the
 best measured execution time (``stats.execute_seconds``, the contraction alone), and their
@@ -26,7 +26,8 @@ from .kicked_ising import OBSERVABLES, kicked_ising, load_edges, pauli_label, te
 
 def check(qc, label: str, memory_limit: str, repeats: int) -> dict:
     import qsimdist
-    from qsimdist.engine.expectation import ExpectationEngine, expectation_values
+    from qsimdist import expectation_values
+    from qsimdist.engine.expectation import ExpectationEngine
 
     engine = ExpectationEngine(memory_limit=memory_limit, dtype="complex128")
     t0 = time.perf_counter()

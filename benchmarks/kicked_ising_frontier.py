@@ -35,7 +35,8 @@ PROFILES = (("dgx-h100", 8), ("h100-ib", 1024))
 
 
 def _value(qc, label: str, dtype: str, memory_limit: str, method: str = "auto"):
-    from qsimdist.engine.expectation import ExpectationEngine, expectation_values
+    from qsimdist import expectation_values
+    from qsimdist.engine.expectation import ExpectationEngine
 
     engine = ExpectationEngine(dtype=dtype, memory_limit=memory_limit, method=method)
     t0 = time.perf_counter()

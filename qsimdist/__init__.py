@@ -6,6 +6,7 @@ library only; Qiskit, quimb, cupy, mpi4py and typer load when first needed.
 
 from __future__ import annotations
 
+import logging as _logging
 import os as _os
 
 # OpenBLAS's worker threads spin for about 2^28 cycles after each call before
@@ -14,12 +15,12 @@ import os as _os
 # ask for a short spin (2^4 cycles). It takes effect only when numpy is loaded
 # after this line, and never overrides a value the user has set.
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
-__import__("logging").getLogger("qsimdist").addHandler(__import__("logging").NullHandler())
 
 # registers the built-in executors that Plan.execute looks up (the planner never imports
 # them); light: the executors themselves load on first use
 from . import executors  # noqa: F401
 from .api import AmplitudeResult, PlanRun, amplitude, amplitudes, contract, plan, run_plan
+from .engine.expectation_api import expectation_costs, expectation_values
 from .errors import (
     BitstringError,
     CircuitParseError,
@@ -33,6 +34,7 @@ from .network import Network, load_network, save_network
 from .planner.path import PathOptions
 from .planner.plan import Plan
 
+_logging.getLogger("qsimdist").addHandler(_logging.NullHandler())
 
 
 def _installed_version() -> str:
@@ -47,19 +49,6 @@ def _installed_version() -> str:
 
 __version__ = _installed_version()
 
-
-def __getattr__(name: str):
-    # expectation_values loads its module on first use: the CLI's cold start for an
-    # amplitude does not pay for it
-    if name == "expectation_values":
-        from .engine.expectation import expectation_values
-
-        return expectation_values
-    if name == "expectation_costs":
-        from .engine.term_costs import expectation_costs
-
-        return expectation_costs
-    raise AttributeError(f"module 'qsimdist' has no attribute {name!r}")
 
 __all__ = [
     "AmplitudeResult",

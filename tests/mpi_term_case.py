@@ -52,9 +52,10 @@ def term_network(qc, label: str, n: int, limit: int):
 
 
 def main() -> None:
+    from qsimdist import expectation_values
     from qsimdist.engine.cache import PLANS
     from qsimdist.engine.coordination import profile_for
-    from qsimdist.engine.expectation import ExpectationEngine, expectation_values
+    from qsimdist.engine.expectation import ExpectationEngine
     from qsimdist.executors.mpi import RunStats, execute
     from qsimdist.planner.distribution import schedule, scheduled_plan
     from qsimdist.planner.plan import Plan, make_plan

@@ -16,8 +16,9 @@ from qiskit import QuantumCircuit, qasm2
 from qiskit.circuit import Parameter
 
 import qsimdist
+from qsimdist import expectation_values
 from qsimdist.cli import main
-from qsimdist.engine.expectation import ExpectationEngine, expectation_values
+from qsimdist.engine.expectation import ExpectationEngine
 from qsimdist.errors import InvalidInputError, ProfileError
 from qsimdist.planner.estimate import plan_cost, predicted_local_seconds, seconds_text
 from qsimdist.planner.path import PathOptions, find_path

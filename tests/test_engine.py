@@ -21,10 +21,11 @@ from qiskit.quantum_info import SparsePauliOp, Statevector
 
 import qsimdist
 import qsimdist.engine.memory
+from qsimdist import expectation_values
 from qsimdist.cli import main
 from qsimdist.engine import MemoryBudget, RunOptions
 from qsimdist.engine.contractor import Contractor
-from qsimdist.engine.expectation import ExpectationEngine, expectation_values
+from qsimdist.engine.expectation import ExpectationEngine
 from qsimdist.engine.sampling import sample_bits
 from qsimdist.errors import InvalidInputError, MissingDependencyError, PlanError, ProfileError
 from qsimdist.qiskit import EstimatorV2, SamplerV2

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from qiskit.quantum_info import Pauli, SparsePauliOp, Statevector
 
+from qsimdist import expectation_values
 from qsimdist.engine.doubled import DoubledCircuit, diagonal_light_cone
-from qsimdist.engine.expectation import ExpectationEngine, expectation_values
+from qsimdist.engine.expectation import ExpectationEngine
 from qsimdist.engine.pauli_terms import SINGLE_QUBIT_OPERATORS, parse_term
 from qsimdist.errors import PlanError
 from qsimdist.frontends import load
@@ -216,7 +217,7 @@ def test_a_wide_doubled_call_needs_no_quimb():
     code = (
         "import sys; sys.path.insert(0, 'tests')\n"
         "from test_kicked_ising import heavy_hex_patch\n"
-        "from qsimdist.engine.expectation import expectation_values\n"
+        "from qsimdist import expectation_values\n"
         "from qsimdist.lattice import kicked_ising_circuit, pauli_label\n"
         "from qsimdist.qiskit import EstimatorV2\n"
         "n, edges = heavy_hex_patch(4, 11)\n"

@@ -25,8 +25,9 @@ from qiskit.circuit import library as lib
 from qiskit.primitives import StatevectorEstimator
 from qiskit.quantum_info import Pauli, SparsePauliOp, Statevector, random_unitary
 
+from qsimdist import expectation_values
 from qsimdist.cli import main
-from qsimdist.engine.expectation import ExpectationEngine, expectation_values
+from qsimdist.engine.expectation import ExpectationEngine
 from qsimdist.engine.pauli_terms import parse_term
 from qsimdist.errors import InvalidInputError, UnsupportedInstructionError
 from qsimdist.frontends import GateCircuit, load

@@ -80,10 +80,8 @@ def expect(
     labelled predicted): 'qsimdist expect c.qasm -O ZZII --cost --profile dgx-h100
     --devices 8'.
     """
-    from ..engine import parse_term
-    from ..engine.expectation import ExpectationEngine, expectation_values
+    from ..engine import Engine, RunOptions, parse_term
     from ..errors import ExecutionError
-    from ..executors import bind_executor, resolve_executor
     from ..frontends import GateCircuit, load
 
     check_order(order)
@@ -100,17 +98,19 @@ def expect(
     labels = [reorder_bits(label, order) for label in observable]
     if devices is not None and not cost:
         raise InvalidInputError("--devices is for --cost (with --profile)")
+    # one engine for the command: priced in this process (--profile names the hardware
+    # priced), run by the executor mpiexec asks for (--profile: the hardware planned for)
+    run = RunOptions.resolve(dtype=dtype, memory_limit=memory_limit, backend=backend,
+                             executor="local" if cost else "auto",
+                             profile=None if cost else profile)
+    engine = Engine(run, method=method)
     if cost:
-        return _print_costs(gc, observable, labels, dtype, memory_limit, backend, method,
-                            profile, devices, as_json)
+        return _print_costs(engine, gc, observable, labels, profile, devices, as_json)
     logger.info("%d observable(s) on %s: %d qubit(s), %d gate(s)", len(labels), circuit,
                 gc.n_qubits, len(gc.gates))
-    executor = resolve_executor("auto")  # mpi under mpiexec with several ranks
-    engine = ExpectationEngine(dtype=dtype, memory_limit=memory_limit, executor=executor,
-                               profile=profile, backend=backend, method=method)
-    values = expectation_values(gc, labels, engine=engine)
+    values = engine.expectation(gc, labels)
     logger.info("expectation values done: route %s", (engine.route or {}).get("method"))
-    if bind_executor(executor, engine.comm).rank != 0:  # rank 0 prints
+    if engine.run.runner.rank != 0:  # rank 0 prints
         return
     if not all(math.isfinite(v) for v in values):
         raise ExecutionError("a contraction returned a non-finite expectation value")
@@ -138,16 +138,13 @@ def expect(
     )
 
 
-def _print_costs(gc, observable: list[str], labels: list[str], dtype: str, memory_limit,
-                 backend: str, method: str, profile: Optional[str], devices: Optional[int],
-                 as_json: bool) -> None:
-    """``--cost``: each term's :class:`~qsimdist.engine.term_costs.TermCost`, nothing run."""
-    from ..engine.term_costs import expectation_costs
+def _print_costs(engine, gc, observable: list[str], labels: list[str],
+                 profile: Optional[str], devices: Optional[int], as_json: bool) -> None:
+    """``--cost``: each term's :class:`~qsimdist.engine.term_costs.TermCost` on ``engine``
+    (:meth:`~qsimdist.engine.engine.Engine.cost`), nothing run."""
     from ..planner.estimate import seconds_text
 
-    costs = expectation_costs(gc, labels, dtype=dtype, memory_limit=memory_limit,
-                              backend=backend, method=method, profile=profile,
-                              devices=devices)
+    costs = engine.cost(gc, labels, profile=profile, devices=devices)
     if as_json:
         typer.echo(json.dumps({"n_qubits": gc.n_qubits, "predicted": True, "costs": [
             dict(c.to_dict(), observable=label) for label, c in zip(observable, costs)]}))

@@ -77,6 +77,25 @@ class Engine:
         self._route: dict | None = None
         self._parsed: dict = {}  # (label, qubits) -> PauliTerm: a loop's labels repeat
 
+    @classmethod
+    def serving(cls, terms: ExpectationEngine) -> Engine:
+        """An engine whose term service is ``terms``: its run, method, plans and statistics.
+
+        Parameters
+        ----------
+        terms : ExpectationEngine
+            The service :meth:`expectation` and :meth:`cost` then run on (built alone, as
+            ``expectation_values(..., engine=ExpectationEngine(...))`` is given one).
+
+        Returns
+        -------
+        Engine
+            An engine of ``terms.run``.
+        """
+        engine = cls(terms.run, method=terms.method, state_max_qubits=terms.state_max_qubits)
+        engine._terms = terms
+        return engine
+
     # ------------------------------------------------------------------ what it holds
     @property
     def contractor(self) -> Contractor:

@@ -1,5 +1,6 @@
-"""Expectation values ``<psi|P|psi>`` of Pauli terms: :func:`expectation_values` and the
-:class:`ExpectationEngine` that keeps plans between calls.
+"""Expectation values ``<psi|P|psi>`` of Pauli terms: the :class:`ExpectationEngine`, the
+service an :class:`~qsimdist.engine.engine.Engine` values terms with, keeping plans
+between calls (the public functions are in :mod:`qsimdist.engine.expectation_api`).
 
 The engine prices the statevector route against the tensor-network methods
 (:mod:`qsimdist.engine.router`): on the statevector route the terms are read
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..frontends import GateCircuit, load
+from ..frontends import GateCircuit
 from ..frontends.one_qubit_fusion import fuse_into_neighbours
 from ..hardware import costs
 from ..network import Network
@@ -40,7 +41,6 @@ from .pauli_terms import (
     is_z_string,
     numpy_reading_plan,
     one_pass_pays,
-    parse_term,
     reading_seconds,
 )
 from .results import ExpectationStats
@@ -533,65 +533,8 @@ class ExpectationEngine:
         st.doubled_terms += len(live)
 
 
-def circuit_for_expectation(source) -> GateCircuit:
-    obj = load(source)
-    if isinstance(obj, Network):
-        raise InvalidInputError(
-            "expectation values need a circuit, but this input is a tensor network"
-        )
-    return obj
-
-
-def expectation_values(
-    circuit,
-    paulis: str | Sequence[str],
-    *,
-    dtype: str = "complex128",
-    memory_limit: str | int | None = None,
-    backend: str = "numpy",
-    path_options: PathOptions | dict | None = None,
-    executor: str = "local",
-    profile=None,
-    comm=None,
-    engine: ExpectationEngine | None = None,
-) -> np.ndarray:
-    """``<psi|P|psi>`` for each Pauli label, ``psi`` the circuit's state on ``|0...0>``.
-
-    Args:
-        circuit: anything :func:`qsimdist.frontends.load` accepts that is a
-            circuit (Qiskit ``QuantumCircuit`` with bound parameters, OpenQASM,
-            .qsim, quimb ``Circuit``, :class:`GateCircuit`). Final measurements
-            are ignored; a mid-circuit measurement is refused.
-        paulis: one label or a list of labels in Qiskit order (rightmost
-            character = qubit 0), characters ``I X Y Z`` (projectors ``0 1 + - r l``
-            also work).
-        dtype: ``complex128`` (default) or ``complex64``.
-        memory_limit: peak bytes per contraction (``"8GiB"``; ``None``: default).
-        backend: ``numpy`` or ``cupy``.
-        path_options: path search options.
-        executor: ``local`` or ``mpi`` (see :class:`ExpectationEngine`).
-        profile: hardware profile for ``executor="mpi"``.
-        comm: MPI communicator for ``executor="mpi"``.
-        engine: an engine to use (and whose plans to reuse) instead of a new one;
-            the keywords above are then ignored.
-
-    Returns:
-        A float64 array with one value per label (the real part; a Hermitian
-        term's value is real).
-    """
-    labels = [paulis] if isinstance(paulis, str) else list(paulis)
-    gc = circuit_for_expectation(circuit)
-    terms = [parse_term(label, gc.n_qubits) for label in labels]
-    if engine is None:
-        engine = ExpectationEngine(dtype=dtype, memory_limit=memory_limit, backend=backend,
-                                   path_options=path_options, executor=executor,
-                                   profile=profile, comm=comm)
-    return engine.term_values(gc, terms)
-
-
 __all__ = [
     "METHODS",
     "ExpectationEngine",
     "ExpectationStats",
-    "expectation_values",
 ]
