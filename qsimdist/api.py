@@ -93,11 +93,11 @@ def plan(
     Parameters
     ----------
     circuit : str, os.PathLike, QuantumCircuit, GateCircuit or Network
-        Anything :func:`qsimdist.frontends.load` accepts (a circuit or network
-        file, a bundled circuit's name, a Qiskit or quimb circuit, a network).
+        Anything :func:`qsimdist.frontends.load` accepts (a circuit or network file, a bundled
+        circuit's name, a Qiskit or quimb circuit, a network).
     bitstrings : str or sequence of str, optional
-        One bitstring (``*`` leaves a qubit open) or several, merged into one
-        batched pattern with ``*`` where they differ. Default: all zeros.
+        One bitstring (``*`` leaves a qubit open) or several, merged into one batched pattern with
+        ``*`` where they differ. Default: all zeros.
     order : {"qiskit", "natural"}
         ``qiskit`` (default: the rightmost character is qubit 0) or ``natural``.
     memory_limit : str, int or MemoryBudget, optional
@@ -109,17 +109,18 @@ def plan(
         Simplification letters, quimb's names (``""`` to skip).
     path_options : PathOptions or dict, optional
         The path search's options.
-    max_time, max_repeats : float, int, optional
-        Path-search budget in seconds and trials (override ``path_options``).
+    max_time : float, optional
+        Path-search budget in seconds (overrides ``path_options``).
+    max_repeats : int, optional
+        Path-search trials (overrides ``path_options``).
     progbar : bool, default False
         Show cotengra's progress bar during the path search.
     tree : str or os.PathLike, optional
         A saved tree or path to plan along instead of searching (see
-        :func:`qsimdist.planner.trees.load_tree`: a qsimdist tree or plan, an SSA or
-        linear path, a pickled cotengra ``ContractionTree``); re-sliced along the
-        same path where its slicing does not fit ``memory_limit``. The network is
-        simplified as the tree file records (see :func:`tree_network`), which takes
-        precedence over ``simplify_sequence``.
+        :func:`qsimdist.planner.trees.load_tree`: a qsimdist tree or plan, an SSA or linear path, a
+        pickled cotengra ``ContractionTree``); re-sliced along the same path where its slicing does
+        not fit ``memory_limit``. The network is simplified as the tree file records (see
+        :func:`tree_network`), which takes precedence over ``simplify_sequence``.
 
     Returns
     -------
@@ -308,45 +309,45 @@ def amplitudes(
     dtype : {"complex64", "complex128"}
         The dtype amplitudes are computed in.
     memory_limit : str, int or None
-        Peak bytes (``"8GiB"``, an int; per rank under MPI); ``None``: the default
-        limit; ``"none"``: this machine's physical memory + swap.
+        Peak bytes (``"8GiB"``, an int; per rank under MPI); ``None``: the default limit;
+        ``"none"``: this machine's physical memory + swap.
     backend : {"numpy", "cupy"}
         The array library.
     simplify_sequence : str, default "ADCRS"
         Simplification letters, quimb's names (``""`` to skip).
     path_options : PathOptions or dict, optional
         The path search's options.
-    max_time, max_repeats : float, int, optional
-        Path-search budget (override ``path_options``).
+    max_time : float, optional
+        Path-search budget in seconds (overrides ``path_options``).
+    max_repeats : int, optional
+        Path-search trials (overrides ``path_options``).
     progress : callable, optional
         ``progress(stage, done, total)``, reporting contractions done.
     batch : bool, default True
         Batch bitstrings without ``*`` into shared contractions (see above).
     executor : {"local", "mpi", "auto"}
-        ``"mpi"`` (run every rank of ``mpiexec`` through this same call) plans each
-        contraction once on rank 0 for the ranks of ``comm`` with hardware
-        ``profile``, ``memory_limit`` being the limit *per rank*; the plan is
-        broadcast and its distributed schedule run on every rank, which all return
-        the result.
-    profile, comm : str or HardwareProfile, MPI communicator, optional
-        Distributed: the hardware profile (default ``"local-cpu"``), the ranks
-        (default ``MPI.COMM_WORLD``).
+        ``"mpi"`` (run every rank of ``mpiexec`` through this same call) plans each contraction
+        once on rank 0 for the ranks of ``comm`` with hardware ``profile``, ``memory_limit`` being
+        the limit *per rank*; the plan is broadcast and its distributed schedule run on every rank,
+        which all return the result.
+    profile : str or HardwareProfile, optional
+        Distributed: the hardware profile (default ``"local-cpu"``).
+    comm : MPI communicator, optional
+        Distributed: the ranks (default ``MPI.COMM_WORLD``).
     method : {"auto", "statevector", "tensor-network"}
         ``"auto"`` (default) takes the route :func:`choose_route` predicts cheaper:
-        ``"statevector"`` (fused gates applied to the full state in circuit order,
-        where the state fits the memory limit; every requested amplitude is read
-        from that one state) or ``"tensor-network"`` (the contractions above).
-        ``stats["method"]`` names the route taken and ``stats["route"]`` the
-        predictions behind it.
+        ``"statevector"`` (fused gates applied to the full state in circuit order, where the state
+        fits the memory limit; every requested amplitude is read from that one state) or
+        ``"tensor-network"`` (the contractions above). ``stats["method"]`` names the route taken
+        and ``stats["route"]`` the predictions behind it.
     gemm : str, default "complex"
-        How the tensor-network route's BLAS steps multiply (``"complex"``,
-        ``"3m"``; ``"tf32"`` and ``"3m-tf32"`` with ``backend="cupy"``), see
-        :func:`qsimdist.executors.local.execute`; the statevector route ignores it.
+        How the tensor-network route's BLAS steps multiply (``"complex"``, ``"3m"``; ``"tf32"`` and
+        ``"3m-tf32"`` with ``backend="cupy"``), see :func:`qsimdist.executors.local.execute`; the
+        statevector route ignores it.
     collectives : {"auto", "mpi", "nccl"}
         How the ranks exchange arrays (the CLI's ``--comm``): NCCL between GPUs
-        (``backend="cupy"``, one GPU per rank; not yet run on a GPU) or MPI;
-        ``stats["comm"]`` names the choice (see
-        :func:`qsimdist.executors.comm.choose_collectives`).
+        (``backend="cupy"``, one GPU per rank; not yet run on a GPU) or MPI; ``stats["comm"]``
+        names the choice (see :func:`qsimdist.executors.comm.choose_collectives`).
 
     Returns
     -------
@@ -355,8 +356,8 @@ def amplitudes(
     Raises
     ------
     InvalidInputError
-        An unknown method, order, dtype, backend, executor or GEMM mode, a bad
-        bitstring, or a tensor network given as ``circuit``.
+        An unknown method, order, dtype, backend, executor or GEMM mode, a bad bitstring, or a
+        tensor network given as ``circuit``.
     PlanError
         A pattern's output or a plan's peak exceeds the memory limit.
     """
@@ -424,8 +425,8 @@ def contract(
     network : Network, str, os.PathLike or quimb TensorNetwork
         The network.
     output_inds : sequence of str, optional
-        quimb networks only: the result's axes, in the order given; by default
-        quimb's output (indices on exactly one tensor, in order of first appearance).
+        quimb networks only: the result's axes, in the order given; by default quimb's output
+        (indices on exactly one tensor, in order of first appearance).
     dtype : {"complex64", "complex128"}
         The dtype the contraction runs in.
     memory_limit : str, int or None
@@ -442,8 +443,8 @@ def contract(
     Raises
     ------
     InvalidInputError
-        A circuit instead of a network, ``output_inds`` for a network that is not
-        quimb's, a non-finite exponent, or a bad option.
+        A circuit instead of a network, ``output_inds`` for a network that is not quimb's, a
+        non-finite exponent, or a bad option.
     """
     from .frontends.quimb_network import EXPONENT_KEY, times_ten_to
 
@@ -501,33 +502,29 @@ def run_plan(
     Parameters
     ----------
     plan : Plan, str, os.PathLike or None
-        A :class:`Plan`, or the path of a plan file (``qsimdist plan -o``,
-        :meth:`Plan.save`). Under a distributed executor only rank 0's is read
-        (the other ranks may pass ``None``) and sent to every rank.
+        A :class:`Plan`, or the path of a plan file (``qsimdist plan -o``, :meth:`Plan.save`).
+        Under a distributed executor only rank 0's is read (the other ranks may pass ``None``) and
+        sent to every rank.
     backend : {"numpy", "cupy"}
         The array library.
     memory_limit : str, int or None
-        The bytes a run may hold (``"8GiB"``; ``None``: the machine's default;
-        ``"none"``: physical memory + swap). A plan is already sliced: one peaking
-        above it is refused before anything is allocated. Under MPI: the limit per
-        rank.
+        The bytes a run may hold (``"8GiB"``; ``None``: the machine's default; ``"none"``: physical
+        memory + swap). A plan is already sliced: one peaking above it is refused before anything
+        is allocated. Under MPI: the limit per rank.
     executor : {"auto", "local", "mpi"}
-        ``"auto"`` (``"mpi"`` with a ``comm`` or under mpiexec with several ranks,
-        else ``"local"``), ``"local"`` or ``"mpi"``.
+        ``"auto"`` (``"mpi"`` with a ``comm`` or under mpiexec with several ranks, else
+        ``"local"``), ``"local"`` or ``"mpi"``.
     comm : MPI communicator, optional
         The ranks (default ``MPI.COMM_WORLD``).
     gemm : str, default "complex"
         How BLAS steps multiply (see :func:`qsimdist.executors.local.execute`).
     collectives : {"auto", "mpi", "nccl"}
-        How the ranks exchange arrays (see
-        :func:`qsimdist.executors.comm.choose_collectives`).
+        How the ranks exchange arrays (see :func:`qsimdist.executors.comm.choose_collectives`).
     progress : callable, optional
-        ``progress("slices", done, total)`` (:mod:`qsimdist.progress`), called as
-        slices finish.
+        ``progress("slices", done, total)`` (:mod:`qsimdist.progress`), called as slices finish.
     trace : str or os.PathLike, optional
-        Under MPI, a file to write each step's measured seconds, bytes and peak
-        beside the prediction (rank 0 writes it; input for
-        ``qsimdist calibrate --from-trace``).
+        Under MPI, a file to write each step's measured seconds, bytes and peak beside the
+        prediction (rank 0 writes it; input for ``qsimdist calibrate --from-trace``).
 
     Returns
     -------
@@ -538,13 +535,13 @@ def run_plan(
     InvalidInputError
         No plan on rank 0, a ``trace`` outside a distributed run, or a bad option.
     PlanError
-        An unreadable plan file (:class:`PlanFormatError`), or a plan whose peak
-        exceeds the memory limit.
+        An unreadable plan file (:class:`PlanFormatError`), or a plan whose peak exceeds the memory
+        limit.
     """
     import logging
     import time
 
-    from .engine.amplitudes import merge_rank_stats, to_numpy
+    from .engine.amplitudes import merge_rank_stats
     from .executors import bind_executor, check_comm_choice, check_nccl_backend, resolve_executor
 
     log = logging.getLogger(__name__)
@@ -560,27 +557,26 @@ def run_plan(
         return plan if isinstance(plan, Plan) else Plan.load(plan)
 
     p = runner.share_plan(read)  # rank 0 reads; every rank receives and validates it
-    # checked on every rank before any work: the GEMM mode for the plan's dtype, the backend
-    run = RunOptions.resolve(dtype=p.dtype, memory_limit=memory_limit, backend=backend,
-                             executor=runner.name, comm=runner.comm, gemm=gemm,
-                             collectives=collectives)
-    keywords = dict(run.execute_keywords(), gemm=run.gemm)
+    # resolved once, checked on every rank before any work: the GEMM mode for the plan's
+    # dtype, the backend
+    engine = Engine(RunOptions.resolve(dtype=p.dtype, memory_limit=memory_limit,
+                                       backend=backend, executor=runner.name,
+                                       comm=runner.comm, gemm=gemm, collectives=collectives))
+    run = engine.run
+    run_stats = None  # distributed: each rank's measurements, gathered on rank 0 below
     if run.distributed:
         from .executors import RunStats
 
-        keywords["stats"] = RunStats()
-    else:
-        run.memory.check_plan(p)  # before anything is allocated
+        run_stats = RunStats()
     log.info("executing %s on %s: %d slice(s), %.3e flops",
              plan if not isinstance(plan, Plan) else "the plan", backend, p.stats.n_slices,
              p.stats.flops)
     started = time.perf_counter()
-    value = np.asarray(to_numpy(p.execute(backend=backend, progress=progress,
-                                          **keywords))).reshape(-1)
+    value = engine.contract(p, progress=progress, run_stats=run_stats).reshape(-1)
     log.info("executed in %.3f s", time.perf_counter() - started)
     stats = p.stats.to_dict()
     if run.distributed:
-        gathered = run.comm.gather(keywords["stats"].to_dict(), root=0)
+        gathered = run.comm.gather(run_stats.to_dict(), root=0)
         if runner.rank == 0:
             if trace is not None:
                 from .executors import write_trace

@@ -53,8 +53,10 @@ class ContractOptions:
     path_options : PathOptions or dict, optional
         The path search's options (:class:`~qsimdist.PathOptions` or a dict of its
         fields).
-    max_time, max_repeats : float, int, optional
-        Path-search budget (override ``path_options``).
+    max_time : float, optional
+        Path-search budget in seconds (overrides ``path_options``).
+    max_repeats : int, optional
+        Path-search trials (overrides ``path_options``).
     executor : {"local", "mpi"}, optional
         ``None``: ``"mpi"`` when a ``comm`` is given, or a ``profile`` under
         mpiexec (more than one rank), else ``"local"``.

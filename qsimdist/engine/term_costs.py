@@ -26,17 +26,23 @@ from ..planner.estimate import ContractionCost, plan_cost, seconds_text
 class TermCost:
     """One term's cost.
 
-    Attributes:
-        label: the term's label as given.
-        method: ``doubled`` (its own doubled light-cone network), ``state`` (one light-cone
-            state shared by the call's terms), ``statevector``, ``stabilizer`` or
-            ``trivial`` (the identity: nothing to compute).
-        contraction: the contraction's cost (``None`` where nothing is contracted); a
-            ``state`` contraction is shared: every such term names the same one.
-        predicted_seconds: this term's predicted time here: its contraction's, or its
-            share of the route's (statevector, stabilizer).
-        plan_seconds: seconds spent planning it now (path search, slicing), which the run
-            does not spend again.
+    Attributes
+    ----------
+    label : str
+        The term's label as given.
+    method : str
+        ``doubled`` (its own doubled light-cone network), ``state`` (one light-cone
+        state shared by the call's terms), ``statevector``, ``stabilizer`` or
+        ``trivial`` (the identity: nothing to compute).
+    contraction : ContractionCost or None
+        The contraction's cost (``None`` where nothing is contracted); a ``state``
+        contraction is shared: every such term names the same one.
+    predicted_seconds : float
+        This term's predicted time here: its contraction's, or its share of the
+        route's (statevector, stabilizer).
+    plan_seconds : float, default 0.0
+        Seconds spent planning it now (path search, slicing), which the run does not
+        spend again.
     """
 
     label: str
