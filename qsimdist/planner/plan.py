@@ -75,8 +75,10 @@ class Plan:
         The sliced indices.
     dtype : str
         The dtype the plan runs in.
-    leaf_modes, leaf_sum : list of tuple of str
-        Per input tensor: its mode order; the indices summed before the first step.
+    leaf_modes : list of tuple of str
+        Per input tensor, its mode order.
+    leaf_sum : list of tuple of str
+        Per input tensor, the indices summed before the first step.
     steps : list of Step
         Per step: operand and output mode orders, GEMM sizes, FLOPs, bytes, live memory.
     stats : PlanStats

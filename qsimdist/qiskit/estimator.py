@@ -62,9 +62,19 @@ class EstimatorOptions(PrimitiveOptions):
 
     Parameters
     ----------
-    dtype, memory_limit, backend, executor, profile, path_options
-        As for :class:`~qsimdist.qiskit.options.PrimitiveOptions` (``dtype``
-        default ``complex128``).
+    dtype : {"complex64", "complex128"}
+        The dtype contractions run in (default ``complex128``).
+    memory_limit : str, int or None
+        Peak bytes per contraction, per rank under MPI (see
+        :class:`~qsimdist.qiskit.options.PrimitiveOptions`).
+    backend : {"numpy", "cupy"}
+        The array library.
+    executor : {"auto", "local", "mpi"}
+        As for :class:`~qsimdist.qiskit.options.PrimitiveOptions`.
+    profile : str, optional
+        Hardware profile the distributed plans are made for (default ``local-cpu``).
+    path_options : PathOptions or dict, optional
+        Contraction path search options.
     method : str, default "auto"
         ``auto`` (by predicted work), ``doubled`` (one doubled light-cone network
         per term), ``state`` (one light-cone state per circuit) or ``stabilizer``

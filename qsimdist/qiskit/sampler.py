@@ -46,9 +46,19 @@ class SamplerOptions(PrimitiveOptions):
 
     Parameters
     ----------
-    dtype, memory_limit, backend, executor, profile, path_options
-        As for :class:`~qsimdist.qiskit.options.PrimitiveOptions` (``dtype``
-        default ``complex64``).
+    dtype : {"complex64", "complex128"}
+        The dtype contractions run in (default ``complex64``).
+    memory_limit : str, int or None
+        Peak bytes per contraction, per rank under MPI (see
+        :class:`~qsimdist.qiskit.options.PrimitiveOptions`).
+    backend : {"numpy", "cupy"}
+        The array library.
+    executor : {"auto", "local", "mpi"}
+        As for :class:`~qsimdist.qiskit.options.PrimitiveOptions`.
+    profile : str, optional
+        Hardware profile the distributed plans are made for (default ``local-cpu``).
+    path_options : PathOptions or dict, optional
+        Contraction path search options.
     method : str, default "auto"
         ``auto`` (by predicted cost), ``marginal``, ``doubled-marginal``,
         ``chain``, ``rejection`` (frugal rejection sampling, opt-in:
