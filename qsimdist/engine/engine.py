@@ -227,7 +227,8 @@ class Engine:
         return out
 
     def contract(self, net: Network | Plan, *, dtype: str | None = None,
-                 simplify_sequence: str = "", strip_exponent: bool = False):
+                 simplify_sequence: str = "", strip_exponent: bool = False, progress=None,
+                 run_stats=None):
         """The value of ``net`` (its axes follow ``net.output``), through the process's plan
         cache (:data:`~qsimdist.engine.cache.PLANS`) under :attr:`run`; a :class:`Plan` runs
         as it is (its network's arrays), checked against the budget first.
@@ -236,13 +237,18 @@ class Engine:
         each network's arrays). ``simplify_sequence``: simplification letters applied first
         (:func:`~qsimdist.planner.simplify.simplify_within`). ``strip_exponent``:
         ``(mantissa, exponent)``, the value ``mantissa * 10**exponent``, the intermediates
-        rescaled as the plan runs. The plan run is :attr:`plan` afterwards.
+        rescaled as the plan runs. ``progress``: ``progress("slices", done, total)`` as
+        slices finish. ``run_stats``: a :class:`~qsimdist.executors.RunStats` a distributed
+        executor fills with this rank's measurements. The plan run is :attr:`plan`
+        afterwards.
         """
         from .cache import small_first
 
         run = self.run if dtype in (None, self.run.dtype) else dataclasses.replace(
             self.run, dtype=dtype)
         extra = {"strip_exponent": True} if strip_exponent else {}
+        if run_stats is not None:
+            extra["stats"] = run_stats
         with inside_qsimdist():
             if isinstance(net, Plan):
                 plan = net
@@ -258,8 +264,8 @@ class Engine:
                 # rank 0 for the profile and checked by every rank as it runs
                 plan, _ = PLANS.plan_for(net, run,
                                          build=small_first(net, run.dtype, run.path_options))
-            out = plan.execute(backend=run.backend, gemm=run.gemm, **run.execute_keywords(),
-                               **extra)
+            out = plan.execute(backend=run.backend, gemm=run.gemm, progress=progress,
+                               **run.execute_keywords(), **extra)
         self.plan = plan
         network = plan.network
         shape = tuple(network.size_dict[i] for i in network.output)
