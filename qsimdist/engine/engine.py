@@ -50,17 +50,29 @@ if TYPE_CHECKING:
 class Engine:
     """The engine of one door: its resolved options, its services, what it did.
 
-    Args:
-        run: the resolved options (:class:`~qsimdist.engine.options.RunOptions`);
-            ``None``: :meth:`RunOptions.resolve` with its defaults.
-        method: how :meth:`expectation` values terms (``auto``, ``statevector``,
-            ``doubled``, ``state``, ``stabilizer``; see
-            :class:`~qsimdist.engine.expectation.ExpectationEngine`).
-        state_max_qubits: the widest light-cone state the ``state`` method may open.
+    Parameters
+    ----------
+    run : RunOptions, optional
+        The resolved options (:class:`~qsimdist.engine.options.RunOptions`); ``None``:
+        :meth:`RunOptions.resolve` with its defaults.
+    method : str, default "auto"
+        How :meth:`expectation` values terms (``auto``, ``statevector``, ``doubled``,
+        ``state``, ``stabilizer``; see
+        :class:`~qsimdist.engine.expectation.ExpectationEngine`).
+    state_max_qubits : int, default 20
+        The widest light-cone state the ``state`` method may open (1..40).
 
-    Attributes:
-        run: the resolved options every verb runs with.
-        plan: the plan of the last :meth:`contract` (``None`` before one).
+    Attributes
+    ----------
+    run : RunOptions
+        The resolved options every verb runs with.
+    plan : Plan or None
+        The plan of the last :meth:`contract` (``None`` before one).
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown ``method`` or a ``state_max_qubits`` outside 1..40.
     """
 
     def __init__(self, run: RunOptions | None = None, *, method: str = "auto",
@@ -137,7 +149,25 @@ class Engine:
 
     def term(self, label: str, n_qubits: int):
         """``label`` parsed (:func:`~qsimdist.engine.pauli_terms.parse_term`), once per
-        engine."""
+        engine.
+
+        Parameters
+        ----------
+        label : str
+            A Pauli label in Qiskit order (rightmost character = qubit 0).
+        n_qubits : int
+            The circuit's width (the label's length).
+
+        Returns
+        -------
+        PauliTerm
+
+        Raises
+        ------
+        InvalidInputError
+            A label of the wrong length or with a character outside
+            ``I X Y Z 0 1 + - r l``.
+        """
         key = (label, n_qubits)
         found = self._parsed.get(key)
         if found is None:
@@ -153,9 +183,30 @@ class Engine:
     def amplitudes(self, circuit, bits, *, order: str = "qiskit",
                    simplify_sequence: str | None = None, progress=None, batch: bool = True,
                    method: str = "auto") -> AmplitudeResult:
-        """Amplitudes ``<b|U|0>`` of ``circuit`` (a :class:`GateCircuit` or anything
-        :func:`qsimdist.frontends.load` reads) for ``bits`` (bitstrings or ``*``
-        patterns): :func:`~qsimdist.engine.amplitudes.run_amplitudes` with :attr:`run`."""
+        """Amplitudes ``<b|U|0>`` of ``circuit`` for ``bits``:
+        :func:`~qsimdist.engine.amplitudes.run_amplitudes` with :attr:`run`.
+
+        Parameters
+        ----------
+        circuit : GateCircuit or circuit source
+            A :class:`GateCircuit` or anything :func:`qsimdist.frontends.load` reads.
+        bits : str or sequence of str
+            Bitstrings or ``*`` patterns.
+        order : {"qiskit", "natural"}
+            How a bitstring's characters map to qubits.
+        simplify_sequence : str, optional
+            Simplification letters (``None``: the default, ``"ADCRS"``).
+        progress : callable, optional
+            ``progress(stage, done, total)``, reporting contractions done.
+        batch : bool, default True
+            Batch bitstrings without ``*`` into shared contractions.
+        method : {"auto", "statevector", "tensor-network"}
+            The route (``auto``: the one predicted cheaper).
+
+        Returns
+        -------
+        AmplitudeResult
+        """
         from ..planner.simplify import DEFAULT_SEQUENCE
         from .amplitudes import run_amplitudes
 
@@ -180,8 +231,24 @@ class Engine:
         each parameter set's clbits handed to its ``keep``, and a
         :class:`~qsimdist.engine.draws.PubShots` (the pub's report) returned.
 
-        ``rng``: the generator every uniform number is drawn from (default: a fresh one
-        from :meth:`shared_seed`).
+        Parameters
+        ----------
+        program : GateCircuit, QuantumCircuit, LoweredCircuit or SamplePub
+            What to sample (see above).
+        measured : sequence of int, optional
+            For a :class:`GateCircuit`: the qubits measured, in the bitstrings' order.
+        shots : int, default 1024
+            The number of shots (a :class:`SamplePub` carries its own).
+        rng : numpy.random.Generator, optional
+            The generator every uniform number is drawn from (default: a fresh one
+            from :meth:`shared_seed`).
+        method : str, default "auto"
+            The sampling method (``auto`` by predicted cost; see
+            :class:`~qsimdist.qiskit.sampler.SamplerOptions`).
+
+        Returns
+        -------
+        DrawnSample or PubShots
         """
         from .draws import DrawnSample, SamplePub, draw_circuit, draw_pub
 
@@ -213,6 +280,17 @@ class Engine:
         estimator call's pubs, translated; ``terms`` unused): one
         :class:`~qsimdist.engine.estimates.PubValues` per pub, the pubs that share a
         circuit and labels valued together (:func:`~qsimdist.engine.estimates.estimate`).
+
+        Parameters
+        ----------
+        program : GateCircuit or list of EstimatePub
+            The circuit, or an estimator call's pubs.
+        terms : sequence of str or PauliTerm, optional
+            For a circuit: the terms (one label alone is taken as a list of one).
+
+        Returns
+        -------
+        numpy.ndarray or list of PubValues
         """
         if isinstance(program, GateCircuit):
             engine = self.terms
@@ -233,14 +311,36 @@ class Engine:
         cache (:data:`~qsimdist.engine.cache.PLANS`) under :attr:`run`; a :class:`Plan` runs
         as it is (its network's arrays), checked against the budget first.
 
-        ``dtype``: compute in this dtype instead of ``run.dtype`` (the quimb doors follow
-        each network's arrays). ``simplify_sequence``: simplification letters applied first
-        (:func:`~qsimdist.planner.simplify.simplify_within`). ``strip_exponent``:
-        ``(mantissa, exponent)``, the value ``mantissa * 10**exponent``, the intermediates
-        rescaled as the plan runs. ``progress``: ``progress("slices", done, total)`` as
-        slices finish. ``run_stats``: a :class:`~qsimdist.executors.RunStats` a distributed
-        executor fills with this rank's measurements. The plan run is :attr:`plan`
-        afterwards.
+        The plan run is :attr:`plan` afterwards.
+
+        Parameters
+        ----------
+        net : Network or Plan
+            The network (with its arrays), or a plan to run as it is.
+        dtype : str, optional
+            Compute in this dtype instead of ``run.dtype`` (the quimb doors follow each
+            network's arrays).
+        simplify_sequence : str, default ""
+            Simplification letters applied first
+            (:func:`~qsimdist.planner.simplify.simplify_within`).
+        strip_exponent : bool, default False
+            Return ``(mantissa, exponent)``, the value ``mantissa * 10**exponent``, the
+            intermediates rescaled as the plan runs.
+        progress : callable, optional
+            ``progress("slices", done, total)`` as slices finish.
+        run_stats : RunStats, optional
+            A :class:`~qsimdist.executors.RunStats` a distributed executor fills with
+            this rank's measurements.
+
+        Returns
+        -------
+        numpy.ndarray or tuple of (numpy.ndarray, float)
+            The value, or its mantissa and exponent.
+
+        Raises
+        ------
+        PlanError
+            The plan's peak exceeds the memory budget.
         """
         from .cache import small_first
 
@@ -285,6 +385,28 @@ class Engine:
         ``profile``/``devices``: also each contraction's dp schedule on that many devices
         of that hardware profile. The plans made are kept: a later run of the same work
         executes exactly the FLOPs priced here.
+
+        Parameters
+        ----------
+        program : GateCircuit or list of EstimatePub
+            The circuit, or an estimator call's pubs.
+        terms : sequence of str, optional
+            For a circuit: its Pauli labels (one label alone is taken as a list of one).
+        profile : str, optional
+            A hardware profile: also price each contraction's dp schedule on it.
+        devices : int, optional
+            Devices of ``profile`` (default: one node of it).
+
+        Returns
+        -------
+        list of TermCost or list of dict
+
+        Raises
+        ------
+        InvalidInputError
+            ``devices`` without a ``profile``.
+        ProfileError
+            An unknown profile or a device count it cannot hold.
         """
         _check_cost_profile(profile, devices)
         if isinstance(program, GateCircuit):
