@@ -81,7 +81,7 @@ class EstimatorOptions(PrimitiveOptions):
         (a Clifford circuit on stim's tableau, exact at any width; ``auto`` takes it
         where predicted cheaper, nearly always).
     state_max_qubits : int, default 20
-        Widest light-cone state the ``state`` method may open.
+        Widest light-cone state the ``state`` method may open (1..40).
 
     Raises
     ------
