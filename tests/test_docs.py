@@ -19,7 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 #: modules whose public names (``__all__``) must each have an entry in the API reference
-DOCUMENTED_MODULES = ("qsimdist", "qsimdist.qiskit", "qsimdist.quimb", "qsimdist.qec")
+DOCUMENTED_MODULES = ("qsimdist", "qsimdist.qiskit", "qsimdist.quimb", "qsimdist.qec",
+                      "qsimdist.hardware")
 #: names of ``__all__`` that are not API objects
 NOT_DOCUMENTED = {"__version__"}
 
