@@ -420,7 +420,7 @@ def test_python_api_takes_collectives_and_refuses_a_bad_one():
         qsimdist.amplitudes("circuits/ghz_n5.qasm", ["00000"], collectives="x")
     with pytest.raises(InvalidInputError, match="unknown comm 'x'"):
         ContractOptions(collectives="x")
-    assert ContractOptions(collectives="mpi").collectives == "mpi"
+    assert ContractOptions(collectives="mpi").run["collectives"] == "mpi"
 
 
 @pytest.mark.mpi

@@ -118,8 +118,9 @@ def contract(
     """
     import numpy as np
 
-    from ..engine.networks import ContractOptions, finish, run_network
-    from ..executors import bind_executor, resolve_executor
+    from ..engine import Engine
+    from ..engine.networks import ContractOptions, finish
+    from ..executors import resolve_executor
     from ..frontends.quimb_network import prepare
 
     if output is not None:
@@ -134,10 +135,13 @@ def contract(
                 network, net.num_tensors, len(net.output),
                 f"random:{random_arrays}" if random else "file", backend)
     prepared = prepare(net.arrays, net.inputs, net.output, opts.dtype)
-    values, plan = run_network(prepared.network, opts, prepared.compute_dtype)
+    # one engine for the command, its run resolved once in the network's compute dtype
+    engine = Engine(opts.run_options(prepared.compute_dtype))
+    values = engine.contract(prepared.network, simplify_sequence=opts.simplify_sequence)
+    plan = engine.plan
     logger.info("contracted: %.3e flops, %d slice(s)", plan.stats.flops, plan.stats.n_slices)
     values = finish(values, prepared)
-    if bind_executor(opts.executor, opts.comm).rank != 0:  # rank 0 reports
+    if engine.run.runner.rank != 0:  # rank 0 reports
         return
     if output is not None:
         from .._fileio import atomic_write

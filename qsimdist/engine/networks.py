@@ -10,19 +10,19 @@ and :func:`run_network` (local, or planned on rank 0 and run distributed under
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..config import check_gemm
 from ..errors import InvalidInputError, shorten
-from ..executors import Executor, bind_executor, executor_kind
+from ..executors import Executor, bind_executor
 from ..frontends.quimb_network import PreparedNetwork
 from ..network import Network
 from ..planner.path import PathOptions
 from .cache import small_first
-from .options import RunOptions
+from .options import RunOptions, check_run
 
 if TYPE_CHECKING:
     from ..planner.plan import Plan
@@ -31,9 +31,19 @@ if TYPE_CHECKING:
 DTYPES = ("complex64", "complex128", "float32", "float64")
 
 
-@dataclass(frozen=True)
+#: the run's keywords :class:`ContractOptions` takes: those of
+#: :meth:`RunOptions.resolve <qsimdist.engine.options.RunOptions.resolve>`, and the path
+#: search's ``max_time`` and ``max_repeats``
+RUN_KEYWORDS = ("memory_limit", "path_options", "max_time", "max_repeats", "executor",
+                "profile", "comm", "backend", "gemm", "collectives")
+#: every keyword :class:`ContractOptions` takes, as its refusals list them
+OPTION_NAMES = ("dtype", "memory_limit", "simplify_sequence", *RUN_KEYWORDS[1:], "run")
+
+
+@dataclass(frozen=True, init=False)
 class ContractOptions:
-    """How :func:`contract` and :func:`use` plan and run a contraction.
+    """How :func:`contract` and :func:`use` plan and run a contraction: the contraction's
+    own options and one run.
 
     Parameters
     ----------
@@ -43,13 +53,23 @@ class ContractOptions:
         the complex dtype of the same precision and returns the real part.
         Integer or boolean inputs are contracted in complex128 and returned as
         float64.
+    simplify_sequence : str, default ""
+        Simplification letters (quimb's names) applied first (``""``: none; output
+        indices are always kept).
+    run : RunOptions or dict, optional
+        The run, resolved already (an :class:`~qsimdist.engine.engine.Engine`'s; every
+        contraction runs with it in its own compute dtype), or a dict of the run keywords
+        below. Given, no run keyword is.
+    **run_keywords
+        The run's keywords (below), validated here and resolved for each call
+        (:meth:`run_options`).
+
+    Other Parameters
+    ----------------
     memory_limit : str, int, float or None
         Peak bytes (``"8GiB"``, ``2e9``); slices to fit. ``None``: 80% of the
         memory available now; ``"none"``: no slicing (bounded by physical memory +
         swap). Under MPI: the limit per rank.
-    simplify_sequence : str, default ""
-        Simplification letters (quimb's names) applied first (``""``: none; output
-        indices are always kept).
     path_options : PathOptions or dict, optional
         The path search's options (:class:`~qsimdist.PathOptions` or a dict of its
         fields).
@@ -74,60 +94,61 @@ class ContractOptions:
         How the ranks exchange arrays under ``executor="mpi"`` (the CLI's
         ``--comm``; see :func:`qsimdist.executors.comm.choose_collectives`).
 
+    Attributes
+    ----------
+    dtype : str or None
+        As given (its canonical name).
+    simplify_sequence : str
+        As given.
+    run : RunOptions or dict
+        The run given, or its keywords (validated, with their defaults; ``max_time`` and
+        ``max_repeats`` folded into ``path_options``) to resolve one from.
+
     Raises
     ------
     InvalidInputError
         An unknown dtype, executor, backend, GEMM mode or collectives choice, a
-        ``simplify_sequence`` that is not a string, an unreadable memory limit or
-        bad path options.
+        ``simplify_sequence`` that is not a string, an unreadable memory limit,
+        bad path options, an unknown keyword, or ``run`` with run keywords.
     """
 
-    dtype: str | None = None
-    memory_limit: str | int | float | None = None
-    simplify_sequence: str = ""
-    path_options: PathOptions | dict | None = None
-    max_time: float | None = None
-    max_repeats: int | None = None
-    executor: str | None = None
-    profile: Any = None
-    comm: Any = None
-    backend: str = "numpy"
-    gemm: str = "complex"
-    collectives: str = "auto"
+    dtype: str | None
+    simplify_sequence: str
+    run: RunOptions | dict
 
-    def __post_init__(self) -> None:
-        if self.dtype is not None:
-            name = _dtype_name(self.dtype)
+    def __init__(self, dtype: str | None = None, *, simplify_sequence: str = "",
+                 run: RunOptions | None = None, **run_keywords: Any) -> None:
+        if dtype is not None:
+            name = _dtype_name(dtype)
             if name not in DTYPES:
                 raise InvalidInputError(
-                    f"unknown dtype {shorten(str(self.dtype))}; valid: {', '.join(DTYPES)}"
+                    f"unknown dtype {shorten(str(dtype))}; valid: {', '.join(DTYPES)}"
                 )
-            object.__setattr__(self, "dtype", name)
-        if self.executor is not None:
-            executor_kind(self.executor)  # an unknown name: the one line with the valid list
-        if self.backend not in ("numpy", "cupy"):
-            raise InvalidInputError(f"unknown backend {shorten(self.backend)}; valid: numpy, cupy")
-        # the executors compute a real dtype in the complex one of its precision
-        from ..executors import check_comm_choice, check_nccl_backend
-
-        check_comm_choice(self.collectives)
-        check_nccl_backend(self.collectives, self.backend)
-        check_gemm(self.gemm, self.backend,
-                   "complex128" if self.dtype in ("complex128", "float64") else "complex64")
-        if not isinstance(self.simplify_sequence, str):
+            dtype = name
+        if not isinstance(simplify_sequence, str):
             raise InvalidInputError(
                 f"simplify_sequence must be a string of simplification letters (e.g. 'ADCRS'), got "
-                f"{shorten(self.simplify_sequence)}"
+                f"{shorten(simplify_sequence)}"
             )
-        if self.path_options is not None:
-            object.__setattr__(self, "path_options", PathOptions.coerce(self.path_options))
-        from ..config import parse_memory
-        from .memory import is_none_word
-        from .options import check_backend
-
-        if self.memory_limit is not None and not is_none_word(self.memory_limit):
-            parse_memory(self.memory_limit)  # refuse an unreadable size now, not after planning
-        check_backend(self.backend)
+        if run is None:
+            run = run_keywords
+        elif run_keywords:
+            raise InvalidInputError(
+                f"give run or its keywords, not both (got run and {', '.join(run_keywords)})")
+        if isinstance(run, Mapping):
+            unknown = sorted(set(run) - set(RUN_KEYWORDS))
+            if unknown:
+                raise InvalidInputError(
+                    f"unknown option {shorten(unknown[0])}; valid: {', '.join(OPTION_NAMES)}"
+                )
+            run = _checked_keywords(run, dtype)
+        elif not isinstance(run, RunOptions):
+            raise InvalidInputError(
+                f"run must be a RunOptions (qsimdist.engine) or a dict of its keywords, got "
+                f"{type(run).__name__}")
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "simplify_sequence", simplify_sequence)
+        object.__setattr__(self, "run", run)
 
     @classmethod
     def coerce(cls, options: ContractOptions | dict | None = None, **extra: Any) -> ContractOptions:
@@ -138,18 +159,20 @@ class ContractOptions:
         options : ContractOptions or dict, optional
             The options to start from (``None``: the defaults).
         **extra
-            Fields of :class:`ContractOptions` that replace those of ``options``.
+            Keywords of :class:`ContractOptions` that replace those of ``options``.
 
         Raises
         ------
         InvalidInputError
-            An unknown field (the message lists the valid ones), ``options`` of
-            another type, or a field outside its valid values.
+            An unknown keyword (the message lists the valid ones), ``options`` of
+            another type, or a value outside its valid ones.
         """
         if isinstance(options, ContractOptions):
             if not extra:
                 return options
-            base = {f.name: getattr(options, f.name) for f in dataclasses.fields(cls)}
+            base = options.keywords()
+            if "run" in extra:  # a run given replaces the one before, keywords or resolved
+                base = {k: base[k] for k in ("dtype", "simplify_sequence")}
         elif options is None:
             base = {}
         elif isinstance(options, dict):
@@ -159,66 +182,83 @@ class ContractOptions:
                 f"options must be a dict or ContractOptions, got {type(options).__name__}"
             )
         base.update(extra)
-        valid = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(base) - set(valid))
+        unknown = sorted(set(base) - set(OPTION_NAMES))
         if unknown:
             raise InvalidInputError(
-                f"unknown option {shorten(unknown[0])}; valid: {', '.join(valid)}"
+                f"unknown option {shorten(unknown[0])}; valid: {', '.join(OPTION_NAMES)}"
             )
         return cls(**base)
 
-    def resolved_budget(self):
-        """The memory budget (:class:`qsimdist.engine.MemoryBudget`) of :attr:`memory_limit`."""
-        from .memory import MemoryBudget
-
-        runner = self.resolved_runner()
-        return MemoryBudget.resolve(self.memory_limit,
-                                    runner.comm if runner.distributed else None)
-
-    def resolved_memory_limit(self) -> int | None:
-        """Bytes plans are made within (``None``: no limit), from :attr:`memory_limit`."""
-        return self.resolved_budget().limit
-
-    def resolved_path_options(self) -> PathOptions:
-        return PathOptions.coerce(self.path_options, self.max_time, self.max_repeats)
+    def keywords(self) -> dict:
+        """The keywords that build these options again (``dtype``, ``simplify_sequence``
+        and ``run`` or its keywords)."""
+        out = {"dtype": self.dtype, "simplify_sequence": self.simplify_sequence}
+        if isinstance(self.run, RunOptions):
+            out["run"] = self.run
+        else:
+            out.update(self.run)
+        return out
 
     def resolved_executor(self) -> str:
-        """``executor``, or by default ``"mpi"`` with a ``comm``, or with a ``profile`` when
-        launched under mpiexec (more than one rank), else ``"local"``
-        (:func:`qsimdist.executors.resolve_executor`)."""
+        """The run's executor: ``executor``, or by default ``"mpi"`` with a ``comm``, or with
+        a ``profile`` when launched under mpiexec (more than one rank), else ``"local"``
+        (:func:`qsimdist.executors.resolve_executor`); nothing is resolved but the name."""
         from ..executors import LocalExecutor, resolve_executor
 
-        if self.executor is not None:
-            return self.executor
-        if self.comm is None and self.profile is None:
+        run = self.run
+        if isinstance(run, RunOptions):
+            return run.executor
+        if run["executor"] is not None:
+            return run["executor"]
+        if run["comm"] is None and run["profile"] is None:
             return LocalExecutor.name
-        return resolve_executor("auto", self.comm)
+        return resolve_executor("auto", run["comm"])
 
     def resolved_runner(self) -> Executor:
-        """The resolved executor bound to :attr:`comm` (a distributed one without a
+        """The resolved executor bound to the run's ``comm`` (a distributed one without a
         ``comm``: ``MPI.COMM_WORLD``): what callers ask instead of its name."""
-        return bind_executor(self.resolved_executor(), self.comm)
+        if isinstance(self.run, RunOptions):
+            return self.run.runner
+        return bind_executor(self.resolved_executor(), self.run["comm"])
 
-    def run_options(self, compute_dtype: str, budget=None) -> RunOptions:
-        """These options as the engine's :class:`~qsimdist.engine.options.RunOptions`;
-        validated already, so nothing is resolved twice.
+    def run_options(self, compute_dtype: str) -> RunOptions:
+        """The run of one contraction in ``compute_dtype``: :attr:`run` in that dtype, or
+        its keywords resolved now (:meth:`RunOptions.resolve
+        <qsimdist.engine.options.RunOptions.resolve>`: the memory limit read, the executor
+        bound, a distributed run's profile resolved).
 
         Parameters
         ----------
         compute_dtype : {"complex64", "complex128"}
             The dtype the contraction computes in.
-        budget : MemoryBudget, optional
-            The memory budget (default :meth:`resolved_budget`).
+
+        Returns
+        -------
+        RunOptions
         """
-        runner = self.resolved_runner()
-        run = RunOptions(dtype=compute_dtype,
-                         memory=budget if budget is not None else self.resolved_budget(),
-                         backend=self.backend, executor=runner.name, profile=self.profile,
-                         comm=runner.comm if runner.distributed else self.comm,
-                         gemm=self.gemm, collectives=self.collectives,
-                         path_options=self.resolved_path_options())
-        # distributed, the profile travels resolved (with its memory set to the limit)
-        return dataclasses.replace(run, profile=run.hardware()) if runner.distributed else run
+        run = self.run
+        if isinstance(run, RunOptions):
+            return run if run.dtype == compute_dtype else dataclasses.replace(
+                run, dtype=compute_dtype)
+        return RunOptions.resolve(dtype=compute_dtype, **dict(
+            run, executor=self.resolved_executor()))
+
+
+def _checked_keywords(given: dict, dtype: str | None) -> Mapping[str, Any]:
+    """The run keywords ``given`` with their defaults, checked as
+    :meth:`RunOptions.resolve` checks them (GEMM against the precision of ``dtype``: the
+    executors compute a real dtype in the complex one of its precision)."""
+    keywords = {"memory_limit": None, "path_options": None, "executor": None,
+                "profile": None, "comm": None, "backend": "numpy", "gemm": "complex",
+                "collectives": "auto"}
+    keywords.update((k, v) for k, v in given.items() if k not in ("max_time", "max_repeats"))
+    check_run(dtype="complex128" if dtype in ("complex128", "float64") else "complex64",
+              backend=keywords["backend"], executor=keywords["executor"],
+              gemm=keywords["gemm"], collectives=keywords["collectives"],
+              memory_limit=keywords["memory_limit"])
+    keywords["path_options"] = PathOptions.coerce(keywords["path_options"],
+                                                  given.get("max_time"), given.get("max_repeats"))
+    return keywords
 
 
 def _dtype_name(dtype: Any) -> str:

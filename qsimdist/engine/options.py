@@ -33,6 +33,49 @@ def check_executor(executor: str) -> str:
     return executor
 
 
+def check_run(*, dtype: str = "complex64", backend: str = "numpy",
+              executor: str | None = "local", gemm: str = "complex", collectives: str = "auto",
+              memory_limit=None) -> str:
+    """Refuse, one line each, what :meth:`RunOptions.resolve` refuses, reading nothing of
+    the machine, the environment or the ranks (options kept to resolve later check here).
+
+    Parameters
+    ----------
+    dtype : {"complex64", "complex128"}
+        The dtype the run computes in (the GEMM mode is checked against it).
+    backend : {"numpy", "cupy"}
+        The array library (importable here).
+    executor : str or None
+        A registered executor (``None``: resolved later, not checked).
+    gemm : str
+        The executors' GEMM mode (:func:`qsimdist.config.check_gemm`).
+    collectives : {"auto", "mpi", "nccl"}
+        How the ranks exchange arrays.
+    memory_limit : str, int, float, MemoryBudget or None
+        A size must be readable (``None`` and ``"none"`` are).
+
+    Returns
+    -------
+    str
+        The dtype's name.
+    """
+    from ..config import parse_memory
+    from ..executors import check_comm_choice, check_nccl_backend
+    from ..memory_limit import is_none_word
+
+    dtype = check_dtype(dtype)
+    if executor is not None:
+        check_executor(executor)
+    check_backend(backend)
+    check_gemm(gemm, backend, dtype)
+    check_comm_choice(collectives)
+    check_nccl_backend(collectives, backend)
+    if memory_limit is not None and not isinstance(memory_limit, MemoryBudget) \
+            and not is_none_word(memory_limit):
+        parse_memory(memory_limit)
+    return dtype
+
+
 def executor_choices() -> tuple[str, ...]:
     """``auto`` (resolved by :meth:`RunOptions.resolve`) and the registered executors."""
     from ..executors import executor_names
@@ -135,16 +178,12 @@ class RunOptions:
         MissingDependencyError
             ``backend="cupy"`` without CuPy (or ``"mpi"`` without mpi4py).
         """
-        from ..executors import check_comm_choice, check_nccl_backend, resolve_executor
+        from ..executors import resolve_executor
 
         if executor == "auto":
             executor = resolve_executor(executor, comm)
-        dtype = check_dtype(dtype)
-        check_executor(executor)
-        check_backend(backend)
-        check_gemm(gemm, backend, dtype)
-        check_comm_choice(collectives)
-        check_nccl_backend(collectives, backend)
+        dtype = check_run(dtype=dtype, backend=backend, executor=executor, gemm=gemm,
+                          collectives=collectives)
         runner = bind_executor(executor, comm)  # a distributed one takes MPI.COMM_WORLD
         if runner.distributed:
             comm = runner.comm
@@ -196,4 +235,4 @@ class RunOptions:
                 "executor": self.executor, "gemm": self.gemm, "collectives": self.collectives}
 
 
-__all__ = ["RunOptions", "check_backend", "check_executor", "executor_choices"]
+__all__ = ["RunOptions", "check_backend", "check_executor", "check_run", "executor_choices"]
