@@ -27,9 +27,10 @@
   tensor-network methods of :mod:`.network_sampling`, contracted by the
   :mod:`.contractor`), :mod:`.expectation` (Pauli terms: parsed and grouped in
   :mod:`.pauli_terms`, read off a state by :mod:`.term_readers`, contracted on
-  the networks of :mod:`.term_networks` and :mod:`.doubled`) and
-  :mod:`.networks` (a given network through the plan cache: the quimb hook
-  and ``qsimdist contract``).
+  the networks of :mod:`.term_networks` and :mod:`.doubled`; the public
+  ``expectation_values`` and ``expectation_costs`` over one :class:`Engine` in
+  :mod:`.expectation_api`) and :mod:`.networks` (a given network through the plan
+  cache: the quimb hook and ``qsimdist contract``).
 """
 
 import importlib
