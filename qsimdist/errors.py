@@ -50,6 +50,27 @@ def shorten(value: object, limit: int = 100) -> str:
     return f"{text[:limit]}… ({len(text)} chars)"
 
 
+class InstructionPlace:
+    """Where an instruction sits, for an error message: ``'name' at position p on qubits
+    [..]`` (and ``suffix``), written only when a message uses it (``str``/``format``), so a
+    walker over many instructions pays nothing for the messages it never raises."""
+
+    __slots__ = ("name", "pos", "qubits", "suffix")
+
+    def __init__(self, name: str, pos: int, qubits, suffix: str = "") -> None:
+        self.name, self.pos, self.qubits, self.suffix = name, pos, qubits, suffix
+
+    def __str__(self) -> str:
+        return (f"{shorten(self.name)} at position {self.pos} on qubits "
+                f"{shorten(self.qubits)}{self.suffix}")
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 class QsimdistError(Exception):
     """Root of every error raised by qsimdist on purpose."""
 
@@ -107,6 +128,7 @@ class NcclUnavailableError(InvalidInputError):
 
 __all__ = [
     "BitstringError",
+    "InstructionPlace",
     "CircuitParseError",
     "ExecutionError",
     "InvalidInputError",

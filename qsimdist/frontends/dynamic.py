@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from ..errors import UnsupportedInstructionError, shorten
+from ..errors import InstructionPlace, UnsupportedInstructionError, shorten
 from .classical import (
     MAX_EXPRESSION_QUBITS,
     condition_bits,
@@ -127,7 +127,7 @@ class _Walker:
             qubits = [qmap[circuit.find_bit(q).index] for q in inst.qubits]
             clbits = [cmap[circuit.find_bit(c).index] for c in inst.clbits]
             name = op.name
-            where = f"{shorten(name)} at position {pos} on qubits {shorten(qubits)}"
+            where = InstructionPlace(name, pos, qubits)
             if name in SKIPPED:
                 continue
             if name == "measure":

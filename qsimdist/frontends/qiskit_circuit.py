@@ -39,7 +39,7 @@ import threading
 
 import numpy as np
 
-from ..errors import InvalidInputError, UnsupportedInstructionError, shorten
+from ..errors import InstructionPlace, InvalidInputError, UnsupportedInstructionError
 from .circuit import MAX_GATE_QUBITS, ControlledGate, GateCircuit
 from .circuit import Gate as IRGate
 from .operator_gates import (
@@ -180,7 +180,7 @@ class _Conversion:
             gc.gates.append(IRGate(cached, tuple(reversed(qubits)), op.name))
             touched.update(qubits)
             return
-        where = f"{shorten(op.name)} at position {pos} on qubits {shorten(logical)}{inside}"
+        where = InstructionPlace(op.name, pos, logical, inside)
         if op.name == "measure":
             touched.update(qubits)
             measured.update(qubits)

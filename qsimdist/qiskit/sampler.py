@@ -31,6 +31,7 @@ from qiskit.primitives import BaseSamplerV2, BitArray
 
 from ..engine import SAMPLING_METHODS, Engine, SamplePub, absent_routes
 from ..errors import InvalidInputError, shorten
+from ..frontends.dynamic import may_be_dynamic
 from ..frontends.qiskit_circuit import recording_definitions
 from ..frontends.templates import TemplateCache
 from .errors import qiskit_errors
@@ -205,7 +206,12 @@ class SamplerV2(BaseSamplerV2):
 
         opts = self._options
         with recording_definitions() as by_definition:
-            found, rows = self._templates.pub_template(circuit, params, lowered=True)
+            if params.size == 1 and not circuit.parameters and may_be_dynamic(circuit):
+                # one set of a dynamic circuit: trajectories first, lowered only where the
+                # router declines them (not lowered here for a template it would not use)
+                found = rows = None
+            else:
+                found, rows = self._templates.pub_template(circuit, params, lowered=True)
             if found is not None and found[0].dynamic and params.size == 1:
                 found = rows = None  # one set of a dynamic circuit: trajectories first
             lowered, template = found if found is not None else (None, None)
