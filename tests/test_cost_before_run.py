@@ -20,6 +20,7 @@ from qsimdist import expectation_values
 from qsimdist.cli import main
 from qsimdist.engine.expectation import ExpectationEngine
 from qsimdist.errors import InvalidInputError, ProfileError
+from qsimdist.hardware.costs import LOAD_SECONDS, STARTUP_SECONDS
 from qsimdist.planner.estimate import plan_cost, predicted_local_seconds, seconds_text
 from qsimdist.planner.path import PathOptions, find_path
 from qsimdist.planner.plan import build_plan, make_plan
@@ -54,13 +55,48 @@ def test_priced_flops_are_the_executed_flops_and_the_run_plans_nothing():
         k = c.contraction
         assert k.flops > 0 and k.slices >= 1 and k.steps > 0
         assert 0 < k.largest_intermediate_bytes <= k.peak_bytes
-        assert 0 < c.predicted_seconds == k.predicted_seconds < 60
+        # the contraction's time, plus this process's first load of the compiled kernels
+        # on the first term that runs them, where they are not loaded yet
+        assert 0 < k.predicted_seconds <= c.predicted_seconds < 60
+        assert c.predicted_seconds - k.predicted_seconds in (0.0, STARTUP_SECONDS, LOAD_SECONDS)
     assert costs[2].contraction is None and costs[2].predicted_seconds == 0
     values = expectation_values(qc, LABELS, engine=engine)
     assert engine.stats.plans_made == 0 and engine.stats.plans_reused == 2
     assert engine.stats.flops == sum(c.contraction.flops for c in costs[:2])
     fresh = expectation_values(qc, LABELS, memory_limit="256MiB")
     np.testing.assert_allclose(values, fresh, atol=1e-12)
+
+
+def test_a_fresh_process_prices_the_first_load_of_the_compiled_kernels():
+    # in a fresh process the first contraction also imports numba and reads the kernels'
+    # cached machine code (~0.7 s): the first term that runs them carries it, once
+    code = (
+        "import sys; sys.path.insert(0, 'tests')\n"
+        "from test_cost_before_run import N, LABELS, brickwork\n"
+        "import qsimdist\n"
+        "from qsimdist.engine.expectation import ExpectationEngine\n"
+        # 16 layers: both terms past the FLOPs from which the compiled kernels run
+        "qc = brickwork(N, 16); engine = ExpectationEngine(memory_limit='256MiB')\n"
+        "cold = qsimdist.expectation_costs(qc, LABELS, engine=engine)\n"
+        "qsimdist.expectation_values(qc, LABELS, engine=engine)\n"
+        "warm = qsimdist.expectation_costs(qc, LABELS, engine=engine)\n"
+        "print([c.predicted_seconds - (c.contraction.predicted_seconds if c.contraction "
+        "else 0) for c in cold + warm], [c.contraction.compiled_steps for c in cold[:2]], "
+        "cold[0].summary())\n"
+    )
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=root).stdout
+    extra, compiled, summary = out.split("] ", 2)
+    extra = [float(x) for x in extra.strip("[").split(",")]
+    compiled = [int(x) for x in compiled.strip("[]").split(",")]
+    assert compiled[0] > 0  # the brickwork's doubled terms run the compiled loop
+    assert extra[0] == STARTUP_SECONDS and extra[1:] == [0.0] * 5
+    assert "first load of the compiled kernels" in summary
 
 
 def test_a_profile_adds_the_dp_schedule_on_its_devices():

@@ -461,7 +461,6 @@ NOT_PRICES = {
     ("commands/process.py", "EXIT_HANDLER_SECONDS"),  # how long exit handlers may run
     ("planner/path_cache.py", "STALE_TEMP_SECONDS"),  # age after which a temp file is stale
     ("planner/search.py", "ROUND_SECONDS"),  # length of one annealing round
-    ("executors/kernels.py", "COMPILE_MIN_FLOPS"),  # plans below this skip numba
 }
 
 

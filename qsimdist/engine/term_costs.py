@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -39,7 +39,10 @@ class TermCost:
         contraction is shared: every such term names the same one.
     predicted_seconds : float
         This term's predicted time here: its contraction's, or its share of the
-        route's (statevector, stabilizer).
+        route's (statevector, stabilizer). The first term whose contraction runs the
+        compiled kernels also carries their first load in this process, where they are
+        not loaded yet (:data:`~qsimdist.hardware.costs.STARTUP_SECONDS`, about 0.7 s:
+        numba imported, the cached machine code read).
     plan_seconds : float, default 0.0
         Seconds spent planning it now (path search, slicing), which the run does not
         spend again.
@@ -60,7 +63,12 @@ class TermCost:
         head = f"{self.label}: {self.method}"
         if self.contraction is None:
             return f"{head}, predicted {seconds_text(self.predicted_seconds)} here"
-        return f"{head}, {self.contraction.summary()}"
+        text = f"{head}, {self.contraction.summary()}"
+        extra = self.predicted_seconds - self.contraction.predicted_seconds
+        if self.method == "doubled" and extra > 0:
+            text += (f"; {seconds_text(self.predicted_seconds)} with this process's first load "
+                     f"of the compiled kernels (+{seconds_text(extra)})")
+        return text
 
 
 class CostRecorder:
@@ -130,7 +138,21 @@ def term_costs(engine, circuit, terms: Sequence, labels: Sequence[str], *, profi
                               cost.predicted_seconds / len(live), spent / len(live))
     elif live:
         raise AssertionError(f"{len(made)} contractions priced for {len(live)} live terms")
+    return with_kernel_startup(out)
+
+
+def with_kernel_startup(out: list[TermCost]) -> list[TermCost]:
+    """``out`` with the compiled contraction kernels' first load in this process added to
+    the first term that runs them (none where they are loaded already)."""
+    from ..executors import contraction_startup_seconds
+
+    for i, term in enumerate(out):
+        if term.contraction is not None and term.contraction.compiled_steps:
+            startup = contraction_startup_seconds()
+            if startup:
+                out[i] = replace(term, predicted_seconds=term.predicted_seconds + startup)
+            break
     return out
 
 
-__all__ = ["CostRecorder", "TermCost", "term_costs"]
+__all__ = ["CostRecorder", "TermCost", "term_costs", "with_kernel_startup"]

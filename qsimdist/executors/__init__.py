@@ -59,6 +59,8 @@ LAZY: dict[str, tuple[str, str]] = {
         "abort_on_signals", "agreed_error", "barrier_sleeping", "bcast_from_root", "fail_rank",
         "is_collective", "mark_collective", "plan_on_root")},
     "array_module": ("local", "array_module"),
+    # the compiled contraction kernels (numba): their first load in a process
+    "contraction_startup_seconds": ("kernels", "startup_seconds"),
     **{n: ("rank_checks", n) for n in ("agreed_fault", "fault_point", "ranks_on_host")},
     **{n: ("run_stats", n) for n in ("RunStats", "write_trace")},
     **{n: ("statevector", n) for n in (
@@ -87,6 +89,8 @@ def _module(name: str):
         from . import comm as module
     elif name == "liveness":
         from . import liveness as module
+    elif name == "kernels":
+        from . import kernels as module
     elif name == "local":
         from . import local as module
     elif name == "rank_checks":

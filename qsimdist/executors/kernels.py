@@ -41,6 +41,7 @@ import numpy as np
 # inner GEMMs up to SMALL_INNER multiply-adds run in the compiled loop (the name is kept
 # here for the benchmarks); n in UNROLLED_N and k in UNROLLED_K get a specialised (unrolled)
 # kernel. Their home is the cost module (LocalCosts' defaults), which prices the same kernels.
+from ..hardware.costs import COMPILE_MIN_FLOPS as COMPILE_MIN_FLOPS
 from ..hardware.costs import SMALL_INNER as SMALL_INNER
 from ..hardware.costs import UNROLLED_K, UNROLLED_N
 
@@ -48,10 +49,6 @@ from ..hardware.costs import UNROLLED_K, UNROLLED_N
 #: imported only when a plan first needs the compiled loop (importing it costs ~0.5 s).
 _HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
-#: plans of fewer FLOPs than this run their loop steps through numpy.matmul instead: on a
-#: fresh machine each compiled variant takes seconds to compile (then it is cached on disk
-#: under numba's cache), while such a plan takes milliseconds either way
-COMPILE_MIN_FLOPS = 1e8
 
 prange = range  # numba.prange once numba is loaded (read when the loop is compiled)
 _loop = None  # the compiled generic loop (numba dispatcher), made on first use
@@ -135,6 +132,23 @@ def _small_gemm_loop(x, y, out, dims, xs, ys, os, m, n, k, xs_m, ys_n, chunk):  
             first = c * chunk
             _chunk(x, y, out, dims, xs, ys, os, m, n, k, xs_m, ys_n, first,
                    min(first + chunk, n_outer))
+
+
+def startup_seconds() -> float:
+    """Predicted seconds before this process's first compiled contraction kernel runs:
+    numba imported and the cached machine code loaded (the statevector kernels' prices,
+    :data:`~qsimdist.hardware.costs.STARTUP_SECONDS` / ``LOAD_SECONDS``: the same
+    library, the same first load); 0 once either family of compiled kernels is loaded."""
+    import sys
+
+    from ..hardware import costs
+
+    if _loop is not None or _scatter is not None or not _HAVE_NUMBA:
+        return 0.0
+    sv = sys.modules.get(__package__ + ".sv_kernels")
+    if sv is not None and sv.warm():
+        return 0.0
+    return costs.LOAD_SECONDS if "numba" in sys.modules else costs.STARTUP_SECONDS
 
 
 def _compiled_loop():

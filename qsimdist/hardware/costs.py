@@ -219,6 +219,11 @@ LOCAL_STEP_FLOPS = 2.5e5
 #: docs/benchmarks/history.md, "The cost before the run")
 LOCAL_STEP_DISPATCH_SECONDS = 2.0e-5
 LOCAL_SLICE_DISPATCH_SECONDS = 5.0e-5
+#: plans of fewer FLOPs than this run their loop steps through numpy.matmul instead: on a
+#: fresh machine each compiled variant takes seconds to compile (then it is cached on disk
+#: under numba's cache), while such a plan takes milliseconds either way (the executors'
+#: kernels read it from here; the cost of a term counts the steps that will run compiled)
+COMPILE_MIN_FLOPS = 1e8
 #: inner GEMMs of at most this many multiply-adds may run in the compiled loop kernel
 #: (``LocalCosts.small_inner``'s default; the executors' kernels read it from here)
 SMALL_INNER = 4096

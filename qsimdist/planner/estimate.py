@@ -93,9 +93,13 @@ class ContractionCost:
     steps : int
         Pairwise steps per slice.
     predicted_seconds : float
-        Predicted time of the run on this machine.
+        Predicted time of the run on this machine (the contraction; a process's first
+        load of the compiled kernels is added by the engine, see
+        :class:`~qsimdist.engine.term_costs.TermCost`).
     distributed : DistributedCost or None
         The dp schedule on a profile, where one was asked for.
+    compiled_steps : int, default 0
+        Steps per slice that run in the compiled (numba) loop kernels.
     """
 
     flops: float
@@ -105,6 +109,7 @@ class ContractionCost:
     steps: int
     predicted_seconds: float
     distributed: DistributedCost | None = None
+    compiled_steps: int = 0
 
     @property
     def log10_flops(self) -> float:
@@ -240,6 +245,8 @@ def plan_cost(plan: Plan, profile=None, devices: int | None = None,
         steps=int(plan.stats.n_steps),
         predicted_seconds=predicted_local_seconds(plan, costs),
         distributed=dist,
+        compiled_steps=(sum(1 for s in plan.steps if getattr(s, "loop", False))
+                        if plan.stats.flops >= cost_constants.COMPILE_MIN_FLOPS else 0),
     )
 
 
