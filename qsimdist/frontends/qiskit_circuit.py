@@ -287,7 +287,7 @@ class _Conversion:
                 self.gc.gates.append(IRGate(matrix, tuple(reversed(qubits)), op.name))
                 return True
             why = "its operator is not a numeric Hermitian Pauli sum, or its time not a number"
-        self.by_definition.append({"gate": op.name, "qubits": len(qubits), "where": where,
+        self.by_definition.append({"gate": op.name, "qubits": len(qubits), "where": str(where),
                                    "why": why})
         return False
 
